@@ -1,0 +1,59 @@
+// Command score-writer receives io.scoreflow.score.updated CloudEvents and writes them to
+// AddOnPlacementScore status on the OCM hub, replying with write.done or write.failed.
+package main
+
+import (
+	"time"
+
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/scorewriter"
+)
+
+func main() {
+	fn := function.New("score-writer", "writes io.scoreflow.score.updated events to AddOnPlacementScores on the OCM hub")
+	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config)")
+	qps := fn.Flags.Float64("kube-api-qps", 200, "client-side rate limit of hub requests per second")
+	burst := fn.Flags.Int("kube-api-burst", 400, "client-side burst of hub requests")
+	ttl := fn.Flags.Duration("ttl", scorewriter.DefaultTTL, "validUntil for events that set none, counted from when their metrics were observed (a few scoring intervals)")
+	remember := fn.Flags.Int("remember", 100000, "how many answered events (source and id) to recall, so redeliveries are not written again")
+	var opts scorewriter.Options
+	fn.Flags.DurationVar(&opts.Window, "coalesce-window", 10*time.Millisecond, "how long the first update of an idle object waits for others to share its write")
+	fn.Flags.IntVar(&opts.Workers, "workers", 64, "objects written concurrently")
+	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", 16, "re-reads after write conflicts before an update fails as retriable")
+	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", 15*time.Second, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
+	fn.Flags.IntVar(&opts.MaxPending, "max-pending", 200000, "updates accepted but not yet written; beyond it events get 503")
+
+	fn.Main(func(ctx context.Context) error {
+		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err != nil {
+			return fmt.Errorf("hub config: %w", err)
+		}
+		cfg.QPS, cfg.Burst = float32(*qps), *burst
+		cfg.UserAgent = "scoreflow-score-writer"
+		client, err := clusterclient.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		clusters := scorewriter.WatchManagedClusters(ctx, client)
+		fn.SetReadiness(clusters.Ready)
+
+		var w *scorewriter.Writer
+		metrics := scorewriter.NewMetrics(fn.Registry, func() float64 { return float64(w.Pending()) })
+		w = scorewriter.NewWriter(client, opts, metrics, fn.Log)
+		h := scorewriter.NewHandler(w, clusters, *ttl, *remember, fn.Source())
+
+		done := make(chan struct{})
+		wctx, stopWriter := context.WithCancel(context.Background())
+		go func() { w.Run(wctx); close(done) }()
+		err = fn.Serve(ctx, h.Handle, h.FailureReply)
+		stopWriter() // requests have drained: let in-flight writes finish
+		<-done
+		return err
+	})
+}

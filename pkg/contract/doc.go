@@ -1,0 +1,27 @@
+// Package contract defines scoreflow's CloudEvents: their types, their data as Go types, how each is
+// validated, and the JSON Schemas published for scorers written in other languages.
+//
+// Flow: producers emit io.scoreflow.metric.changed; scorers reply with one io.scoreflow.score.updated
+// per evaluation (one score resource, every cluster scored); the score-writer replies with
+// io.scoreflow.score.write.done or io.scoreflow.score.write.failed. Schedules are plain Knative
+// PingSource events (dev.knative.sources.ping) whose data is the scorer's configuration.
+package contract
+
+// CloudEvent types.
+const (
+	TypeMetricChanged = "io.scoreflow.metric.changed"
+	TypeScoreUpdated  = "io.scoreflow.score.updated"
+	TypeWriteDone     = "io.scoreflow.score.write.done"
+	TypeWriteFailed   = "io.scoreflow.score.write.failed"
+	// TypeScoreFailed is a scorer's answer when it cannot score: bad configuration, bad query, or
+	// metrics unavailable. Its data is a Failure.
+	TypeScoreFailed = "io.scoreflow.score.failed"
+	// TypePing is what a Knative PingSource emits; its data is the receiving scorer's configuration.
+	TypePing = "dev.knative.sources.ping"
+)
+
+// Bounds of one score value, as the AddOnPlacementScore CRD validates it.
+const (
+	MinScore = -100
+	MaxScore = 100
+)

@@ -1,0 +1,176 @@
+// Package function is the runtime every scoreflow function shares: flags with environment
+// fallbacks, structured logs, a CloudEvents receiver, /healthz, /readyz, Prometheus /metrics and a
+// graceful shutdown. A function's main defines its flags, builds its handler and calls Run.
+package function
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+)
+
+// Function is one deployable service.
+type Function struct {
+	Name     string
+	Flags    *flag.FlagSet
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+
+	about    string
+	addr     *string
+	port     *int
+	logLevel *string
+	drain    *time.Duration
+	ready    atomic.Pointer[func() error]
+	stopping atomic.Bool
+}
+
+// New creates a function with the flags every function takes: --port (PORT, set by Knative),
+// --address, --log-level and --drain-timeout.
+func New(name, about string) *Function {
+	f := &Function{
+		Name:     name,
+		about:    about,
+		Flags:    flag.NewFlagSet(name, flag.ContinueOnError),
+		Registry: prometheus.NewRegistry(),
+	}
+	f.port = f.Flags.Int("port", 8080, "HTTP port for CloudEvents, /healthz, /readyz and /metrics")
+	f.addr = f.Flags.String("address", "", "address to listen on (empty: all interfaces)")
+	f.logLevel = f.Flags.String("log-level", "info", "log level: debug, info, warn or error")
+	f.drain = f.Flags.Duration("drain-timeout", 20*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	f.Flags.Usage = usage(f.Flags, name, about)
+	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f.Log = newLogger(name, "info")
+	return f
+}
+
+// Parse parses args, then fills unset flags from the environment. flag.ErrHelp means --help was
+// asked for and printed.
+func (f *Function) Parse(args []string) error {
+	if err := f.Flags.Parse(args); err != nil {
+		return err
+	}
+	if err := ApplyEnv(f.Flags, osLookup); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	f.Log = newLogger(f.Name, *f.logLevel)
+	return nil
+}
+
+// SetReadiness makes /readyz answer 503 with check's error until check returns nil.
+func (f *Function) SetReadiness(check func() error) { f.ready.Store(&check) }
+
+// Source is the CloudEvents source of the events this function emits.
+func (f *Function) Source() string { return "scoreflow/" + f.Name }
+
+// FailureReply is the default answer to input that is not a usable CloudEvent: a score.failed
+// event naming the reason.
+func (f *Function) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
+	e := contract.NewFailure(f.Source(), contract.Failure{Input: in, Reason: reason, Message: message})
+	return &e
+}
+
+// Handler is the function's whole HTTP surface: CloudEvents on /, plus health and metrics.
+func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
+	if onFailure == nil {
+		onFailure = f.FailureReply
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", newReceiver(h, onFailure, f.Log, f.Registry))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", f.serveReady)
+	mux.Handle("/metrics", promhttp.HandlerFor(f.Registry, promhttp.HandlerOpts{Registry: f.Registry}))
+	return mux
+}
+
+func (f *Function) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if f.stopping.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if check := f.ready.Load(); check != nil {
+		if err := (*check)(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Serve listens until ctx ends, then stops taking requests, lets in-flight ones finish (bounded by
+// --drain-timeout) and returns.
+func (f *Function) Serve(ctx context.Context, h Handler, onFailure FailureReply) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(*f.addr, fmt.Sprint(*f.port)))
+	if err != nil {
+		return err
+	}
+	return f.ServeListener(ctx, ln, f.Handler(h, onFailure))
+}
+
+// ServeListener serves handler on ln with the same shutdown behaviour as Serve.
+func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	f.Log.Info("serving", "address", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	f.stopping.Store(true)
+	f.Log.Info("shutting down", "drainTimeout", f.drain.String())
+	sctx, cancel := context.WithTimeout(context.Background(), *f.drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Main parses flags, runs run with a context that ends on SIGINT or SIGTERM, and exits: 0 on
+// success or --help, 2 on bad flags, 1 when run fails.
+func (f *Function) Main(run func(ctx context.Context) error) {
+	if err := f.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Name, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		f.Log.Error("exiting", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(name, level string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("function", name)
+}

@@ -1,0 +1,171 @@
+// Package localhub runs a real OCM hub API on this machine: etcd and kube-apiserver (built by
+// `make tools`) through controller-runtime's envtest, with the OCM CRDs installed from the
+// open-cluster-management.io/api module's own YAML. Tests and `scoreflow run` use it.
+package localhub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/scoreflow/scoreflow/pkg/tools"
+)
+
+// Hub is a running local hub.
+type Hub struct {
+	Env     *envtest.Environment
+	Config  *rest.Config
+	Kube    kubernetes.Interface
+	Cluster clusterclient.Interface
+	dir     string
+}
+
+// ocmAPIModule is the Go module whose CRD YAML files the hub installs.
+const ocmAPIModule = "open-cluster-management.io/api"
+
+// CRDDirs are the OCM API directories holding the CRDs scoreflow needs: ManagedCluster,
+// AddOnPlacementScore, Placement and PlacementDecision, ManagedClusterSet(Binding).
+var CRDDirs = []string{"cluster/v1", "cluster/v1alpha1", "cluster/v1beta1", "cluster/v1beta2"}
+
+// ModuleDir returns the directory of a module required by this repository's go.mod, downloading
+// it when needed. It runs the go command, so it works wherever the repository's tests do.
+func ModuleDir(module string) (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("go mod download %s: %v: %s", module, err, ee.Stderr)
+		}
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", err
+	}
+	if info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
+	}
+	return info.Dir, nil
+}
+
+// Start starts etcd and kube-apiserver and installs the OCM CRDs. Stop it when done.
+func Start() (*Hub, error) {
+	if _, err := tools.Path(tools.KubeAPIServer); err != nil {
+		return nil, err
+	}
+	if _, err := tools.Path(tools.Etcd); err != nil {
+		return nil, err
+	}
+	mod, err := ModuleDir(ocmAPIModule)
+	if err != nil {
+		return nil, err
+	}
+	var crdDirs []string
+	for _, d := range CRDDirs {
+		crdDirs = append(crdDirs, filepath.Join(mod, d))
+	}
+	dir, err := os.MkdirTemp("", "scoreflow-hub-")
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: tools.BinDir(),
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: true,
+	}
+	// A fixed certificate directory keeps the serving certificate across an API server restart,
+	// so clients keep working when a test stops and starts it.
+	env.ControlPlane.GetAPIServer().CertDir = filepath.Join(dir, "apiserver")
+	if err := os.MkdirAll(env.ControlPlane.GetAPIServer().CertDir, 0o700); err != nil {
+		return nil, err
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting the local hub: %w", err)
+	}
+	h := &Hub{Env: env, Config: cfg, dir: dir}
+	h.Kube = kubernetes.NewForConfigOrDie(cfg)
+	h.Cluster = clusterclient.NewForConfigOrDie(cfg)
+	return h, nil
+}
+
+// Stop stops the hub and removes its files.
+func (h *Hub) Stop() error {
+	err := h.Env.Stop()
+	_ = os.RemoveAll(h.dir)
+	return err
+}
+
+// StopAPIServer stops only kube-apiserver (etcd keeps the data); StartAPIServer brings it back
+// on the same address with the same certificates.
+func (h *Hub) StopAPIServer() error { return h.Env.ControlPlane.GetAPIServer().Stop() }
+
+// StartAPIServer restarts a kube-apiserver stopped by StopAPIServer.
+func (h *Hub) StartAPIServer() error { return h.Env.ControlPlane.GetAPIServer().Start() }
+
+// AddCluster registers a managed cluster as the hub sees one: a ManagedCluster (with labels, e.g.
+// the cluster-set label) and the namespace of the same name.
+func (h *Hub) AddCluster(ctx context.Context, name string, labels map[string]string) error {
+	_, err := h.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	mc := &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
+	}
+	_, err = h.Cluster.ClusterV1().ManagedClusters().Create(ctx, mc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// WriteKubeconfig writes an admin kubeconfig for the hub to path (kubectl --kubeconfig path ...).
+func (h *Hub) WriteKubeconfig(path string) error {
+	return WriteKubeconfig(h.Config, path)
+}
+
+// WriteKubeconfig writes cfg as a kubeconfig file.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["scoreflow-hub"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["scoreflow-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["scoreflow"] = &clientcmdapi.Context{Cluster: "scoreflow-hub", AuthInfo: "scoreflow-admin", Namespace: "default"}
+	kc.CurrentContext = "scoreflow"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// WaitForAPI polls the hub until it answers or timeout passes.
+func (h *Hub) WaitForAPI(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := h.Kube.Discovery().ServerVersion()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hub not answering after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

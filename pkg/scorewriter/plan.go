@@ -1,0 +1,212 @@
+package scorewriter
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+)
+
+// LedgerAnnotation holds, per score name, the observation time and validity of the value last
+// applied. It lives on the object so that ordering survives writer restarts and replicas.
+const LedgerAnnotation = "scoreflow.io/scores"
+
+// ConditionUpdated is the status condition the writer sets on every write.
+const ConditionUpdated = "ScoresUpdated"
+
+// entry is one score's line in the ledger.
+type entry struct {
+	Observed   time.Time `json:"observed"`
+	ValidUntil time.Time `json:"validUntil"`
+}
+
+type ledger map[string]entry
+
+func readLedger(obj *clusterv1alpha1.AddOnPlacementScore) (ledger, error) {
+	l := ledger{}
+	if obj == nil {
+		return l, nil
+	}
+	raw, ok := obj.Annotations[LedgerAnnotation]
+	if !ok {
+		return l, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &l); err != nil {
+		return ledger{}, fmt.Errorf("annotation %s: %w", LedgerAnnotation, err)
+	}
+	return l, nil
+}
+
+func (l ledger) encode() string {
+	b, _ := json.Marshal(l) // map of times: always marshals; keys come out sorted
+	return string(b)
+}
+
+// decision is what became of one update in a plan.
+type decision struct {
+	written bool
+	reason  contract.Reason // Duplicate or Stale when not written
+	message string
+}
+
+// plan is the result of merging updates into an object.
+type plan struct {
+	changed   bool
+	ledger    ledger
+	status    clusterv1alpha1.AddOnPlacementScoreStatus
+	decisions []decision
+	// expired are score names dropped because their validUntil passed.
+	expired []string
+}
+
+// makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
+// the newest observation wins; an update older than what is applied is Stale; one equal in time
+// and value is a Duplicate. Scores other producers wrote (absent from the ledger) are kept. A score
+// whose own validUntil has passed is dropped, so that an expired score never rides along with
+// fresh ones; the object's validUntil is the earliest of its remaining scores'.
+func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
+	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
+	next := make(ledger, len(led)+4)
+	for k, v := range led {
+		next[k] = v
+	}
+	values := map[string]int32{}
+	var status clusterv1alpha1.AddOnPlacementScoreStatus
+	if cur != nil {
+		status = *cur.Status.DeepCopy()
+	}
+	for _, s := range status.Scores {
+		values[s.Name] = s.Value
+	}
+
+	// Apply in observation order; arrival order breaks ties (sort.SliceStable keeps it).
+	order := make([]int, len(updates))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return updates[order[a]].Observed.Before(updates[order[b]].Observed) })
+
+	owner := map[string]int{} // score name -> index of the update whose value stands
+	dupOnly := make([]bool, len(updates))
+	for _, i := range order {
+		u := updates[i]
+		dupOnly[i] = true
+		for _, s := range u.Scores {
+			v := int32(s.Value)
+			prev, known := next[s.Name]
+			switch {
+			case known && u.Observed.Before(prev.Observed):
+				dupOnly[i] = false // stale
+				continue
+			case known && u.Observed.Equal(prev.Observed) && hasValue(values, s.Name, v):
+				if _, mine := owner[s.Name]; !mine {
+					continue // duplicate of what is on the object
+				}
+			}
+			dupOnly[i] = false // applied, though a newer update in this batch may supersede it
+			next[s.Name] = entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
+			values[s.Name] = v
+			owner[s.Name] = i
+		}
+	}
+
+	p := plan{decisions: make([]decision, len(updates)), ledger: next}
+	for _, i := range owner {
+		p.decisions[i].written = true
+		p.changed = true
+	}
+	for i, u := range updates {
+		switch {
+		case p.decisions[i].written:
+		case dupOnly[i]:
+			p.decisions[i] = decision{reason: contract.ReasonDuplicate, message: "these scores, observed at this time, are already applied"}
+		default:
+			p.decisions[i] = decision{reason: contract.ReasonStale, message: fmt.Sprintf("newer scores than %s are already applied", u.Observed.UTC().Format(time.RFC3339Nano))}
+		}
+	}
+	if !p.changed {
+		return p
+	}
+
+	for name, e := range next {
+		if !e.ValidUntil.After(now) {
+			delete(next, name)
+			delete(values, name)
+			p.expired = append(p.expired, name)
+		}
+	}
+	sort.Strings(p.expired)
+
+	// Keep the existing order of scores; append new names sorted, so writes are deterministic.
+	var scores []clusterv1alpha1.AddOnPlacementScoreItem
+	seen := map[string]bool{}
+	for _, s := range status.Scores {
+		if v, ok := values[s.Name]; ok {
+			scores = append(scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: s.Name, Value: v})
+		}
+		seen[s.Name] = true
+	}
+	var added []string
+	for name := range values {
+		if !seen[name] {
+			added = append(added, name)
+		}
+	}
+	sort.Strings(added)
+	for _, name := range added {
+		scores = append(scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: name, Value: values[name]})
+	}
+	status.Scores = scores
+
+	var earliest time.Time
+	for _, e := range next {
+		if earliest.IsZero() || e.ValidUntil.Before(earliest) {
+			earliest = e.ValidUntil
+		}
+	}
+	if !earliest.IsZero() {
+		vu := metav1.NewTime(earliest)
+		status.ValidUntil = &vu
+	}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type:    ConditionUpdated,
+		Status:  metav1.ConditionTrue,
+		Reason:  "ScoresWritten",
+		Message: conditionMessage(updates, p.decisions),
+	})
+	p.status = status
+	return p
+}
+
+func hasValue(values map[string]int32, name string, v int32) bool {
+	cur, ok := values[name]
+	return ok && cur == v
+}
+
+// conditionMessage says which producers' scores the last write applied, newest observation first.
+func conditionMessage(updates []*Update, ds []decision) string {
+	var newest time.Time
+	sources := map[string]bool{}
+	for i, u := range updates {
+		if !ds[i].written {
+			continue
+		}
+		sources[u.Source] = true
+		if u.Observed.After(newest) {
+			newest = u.Observed
+		}
+	}
+	names := make([]string, 0, len(sources))
+	for s := range sources {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("scores from %s observed up to %s", strings.Join(names, ", "), newest.UTC().Format(time.RFC3339))
+}

@@ -1,0 +1,44 @@
+// Package tools finds the real servers that `make tools` builds (hack/build-tools.sh) into a cache
+// outside the clone.
+package tools
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Names of the binaries `make tools` builds.
+const (
+	Etcd          = "etcd"
+	KubeAPIServer = "kube-apiserver"
+	Prometheus    = "prometheus"
+	Placement     = "placement"
+)
+
+// BinDir is where `make tools` puts binaries: $SCOREFLOW_CACHE/bin, by default
+// ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow/bin (the same rule as hack/build-tools.sh).
+func BinDir() string {
+	if d := os.Getenv("SCOREFLOW_CACHE"); d != "" {
+		return filepath.Join(d, "bin")
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "scoreflow", "bin")
+}
+
+// Path returns the path of a built tool, or an error that says how to build it.
+func Path(name string) (string, error) {
+	p := filepath.Join(BinDir(), name)
+	st, err := os.Stat(p)
+	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not built at %s: run `make tools` (or hack/build-tools.sh %s) first", name, p, name)
+	}
+	return p, nil
+}
