@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,12 +114,57 @@ func (h *Hub) Stop() error {
 	return err
 }
 
-// StopAPIServer stops only kube-apiserver (etcd keeps the data); StartAPIServer brings it back
-// on the same address with the same certificates.
-func (h *Hub) StopAPIServer() error { return h.Env.ControlPlane.GetAPIServer().Stop() }
+// CrashAPIServer kills kube-apiserver with SIGKILL, as a crash or a lost node would; etcd keeps
+// the data. (A graceful SIGTERM stop waits for in-flight requests and can take a minute under load.)
+// StartAPIServer brings it back on the same address with the same certificates.
+func (h *Hub) CrashAPIServer() error {
+	certDir := h.Env.ControlPlane.GetAPIServer().CertDir
+	pid, err := findProcess(tools.KubeAPIServer, "--cert-dir="+certDir)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill kube-apiserver %d: %w", pid, err)
+	}
+	// envtest's own goroutine reaps the process; wait until it is gone.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			return nil
+		}
+	}
+	return fmt.Errorf("kube-apiserver %d still present 10s after SIGKILL", pid)
+}
 
-// StartAPIServer restarts a kube-apiserver stopped by StopAPIServer.
+// StartAPIServer restarts a kube-apiserver stopped by CrashAPIServer.
 func (h *Hub) StartAPIServer() error { return h.Env.ControlPlane.GetAPIServer().Start() }
+
+// findProcess returns the pid of the process running binary name with arg among its arguments.
+func findProcess(name, arg string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) != name {
+			continue
+		}
+		for _, a := range args[1:] {
+			if a == arg {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s process with %s", name, arg)
+}
 
 // AddCluster registers a managed cluster as the hub sees one: a ManagedCluster (with labels, e.g.
 // the cluster-set label) and the namespace of the same name.
