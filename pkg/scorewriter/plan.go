@@ -14,17 +14,37 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// LedgerAnnotation holds, per score name, the observation time and validity of the value last
-// applied. It lives on the object so that ordering survives writer restarts and replicas.
-const LedgerAnnotation = "scoreflow.io/scores"
-
 // ConditionUpdated is the status condition the writer sets on every write.
 const ConditionUpdated = "ScoresUpdated"
 
-// entry is one score's line in the ledger.
+// ConditionObservations carries the ledger: per score name, when the applied value was observed
+// and until when it is valid, as JSON in the message. It lives on the object so that ordering
+// survives writer restarts and is shared by replicas; it lives in status, not in an annotation, so
+// that the ledger and the scores change in one atomic status write (annotations cannot be written
+// through /status) - one API write per flush instead of two, and no RBAC beyond the status.
+const ConditionObservations = "scoreflow.io/Observations"
+
+// maxLedgerBytes is the CRD's limit on a condition message.
+const maxLedgerBytes = 32768
+
+// entry is one score's line in the ledger: [observed, validUntil], compact so that a few hundred
+// score names fit in one condition message.
 type entry struct {
-	Observed   time.Time `json:"observed"`
-	ValidUntil time.Time `json:"validUntil"`
+	Observed   time.Time
+	ValidUntil time.Time
+}
+
+func (e entry) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]string{e.Observed.UTC().Format(time.RFC3339Nano), e.ValidUntil.UTC().Format(time.RFC3339Nano)})
+}
+
+func (e *entry) UnmarshalJSON(b []byte) error {
+	var pair [2]time.Time
+	if err := json.Unmarshal(b, &pair); err != nil {
+		return err
+	}
+	e.Observed, e.ValidUntil = pair[0], pair[1]
+	return nil
 }
 
 type ledger map[string]entry
@@ -34,12 +54,12 @@ func readLedger(obj *clusterv1alpha1.AddOnPlacementScore) (ledger, error) {
 	if obj == nil {
 		return l, nil
 	}
-	raw, ok := obj.Annotations[LedgerAnnotation]
-	if !ok {
+	c := meta.FindStatusCondition(obj.Status.Conditions, ConditionObservations)
+	if c == nil {
 		return l, nil
 	}
-	if err := json.Unmarshal([]byte(raw), &l); err != nil {
-		return ledger{}, fmt.Errorf("annotation %s: %w", LedgerAnnotation, err)
+	if err := json.Unmarshal([]byte(c.Message), &l); err != nil {
+		return ledger{}, fmt.Errorf("condition %s: %w", ConditionObservations, err)
 	}
 	return l, nil
 }
@@ -64,6 +84,8 @@ type plan struct {
 	decisions []decision
 	// expired are score names dropped because their validUntil passed.
 	expired []string
+	// tooBig says why the plan cannot be written, when the ledger outgrows its condition.
+	tooBig string
 }
 
 // makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
@@ -176,12 +198,21 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		status.ValidUntil = &vu
 	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type:    ConditionObservations,
+		Status:  metav1.ConditionTrue,
+		Reason:  "ObservationTimes",
+		Message: next.encode(),
+	})
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
 		Reason:  "ScoresWritten",
 		Message: conditionMessage(updates, p.decisions),
 	})
 	p.status = status
+	if n := len(next.encode()); n > maxLedgerBytes {
+		p.tooBig = fmt.Sprintf("%d score names make a %d-byte ledger, over the %d bytes a condition holds: spread them over more AddOnPlacementScore resources", len(next), n, maxLedgerBytes)
+	}
 	return p
 }
 

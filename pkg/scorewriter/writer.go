@@ -5,7 +5,6 @@ package scorewriter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -205,10 +203,8 @@ func (w *Writer) take(key Key) []*Update {
 	return us
 }
 
-// flush writes every pending update of one object in as few API requests as it can: normally a
-// merge patch of the ledger annotation (with the resourceVersion as precondition) and one status
-// update, both chained on resourceVersion so that concurrent writers, here or in other replicas,
-// never overwrite each other.
+// flush writes every pending update of one object in one status update (plus a create the first
+// time), re-reading and re-planning on conflict and retrying transient failures until RetryFor.
 func (w *Writer) flush(ctx context.Context, key Key) {
 	us := w.take(key)
 	if len(us) == 0 {
@@ -223,6 +219,11 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		res, err := w.attempt(ctx, key, cur, us)
 		if err == nil {
 			w.resolve(us, res)
+			return
+		}
+		var big errTooBig
+		if errors.As(err, &big) {
+			w.resolveAll(us, failed(contract.ReasonRejected, false, big.msg))
 			return
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
@@ -270,36 +271,28 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		}
 		return attemptResult{plan: p, rv: rv}, nil
 	}
-	api := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster)
-	led := p.ledger.encode()
-	var base *clusterv1alpha1.AddOnPlacementScore
-	var err error
-	if cur == nil {
-		// Status given on create is dropped (status subresource): create, then write status.
-		base, err = api.Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{
-			Name: key.Resource, Namespace: key.Cluster,
-			Annotations: map[string]string{LedgerAnnotation: led},
-		}}, metav1.CreateOptions{})
-		w.count("create", err)
-	} else {
-		// Claim the new observation times first. If the status write below then fails, a retry
-		// (ours or a redelivery) sees equal times with different values and writes them again.
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": cur.ResourceVersion,
-			"annotations":     map[string]string{LedgerAnnotation: led},
-		}})
-		base, err = api.Patch(ctx, key.Resource, types.MergePatchType, patch, metav1.PatchOptions{})
-		w.count("patch", err)
+	if p.tooBig != "" {
+		return attemptResult{}, errTooBig{p.tooBig}
 	}
-	if err != nil {
-		return attemptResult{}, err
+	api := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster)
+	base := cur
+	if base == nil {
+		// Status given on create is dropped (status subresource): create, then write status.
+		var err error
+		base, err = api.Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: key.Resource, Namespace: key.Cluster}}, metav1.CreateOptions{})
+		w.count("create", err)
+		if err != nil {
+			return attemptResult{}, err
+		}
+		w.objects.Store(key, base)
 	}
 	next := base.DeepCopy()
 	next.Status = p.status
+	// One write: scores, validUntil and ledger together, guarded by resourceVersion, so concurrent
+	// writers (here or in other replicas) never overwrite each other.
 	written, err := api.UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	w.count("update_status", err)
 	if err != nil {
-		w.objects.Store(key, base) // the claim landed; the next attempt starts from it
 		return attemptResult{}, err
 	}
 	w.objects.Store(key, written)
@@ -378,6 +371,10 @@ func (w *Writer) deliver(us []*Update, out []contract.ItemResult) {
 	w.npending -= len(us)
 	w.mu.Unlock()
 }
+
+type errTooBig struct{ msg string }
+
+func (e errTooBig) Error() string { return e.msg }
 
 func failed(reason contract.Reason, retriable bool, msg string) contract.ItemResult {
 	return contract.ItemResult{Outcome: contract.OutcomeFailed, Reason: reason, Retriable: retriable, Message: msg}

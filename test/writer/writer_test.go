@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -45,12 +46,14 @@ func TestWritesScoresValidUntilAndCondition(t *testing.T) {
 	if obj.Status.ValidUntil == nil || !obj.Status.ValidUntil.Time.Equal(observed.Add(time.Minute)) {
 		t.Errorf("validUntil = %v, want %v", obj.Status.ValidUntil, observed.Add(time.Minute))
 	}
-	if len(obj.Status.Conditions) != 1 || obj.Status.Conditions[0].Type != scorewriter.ConditionUpdated ||
-		obj.Status.Conditions[0].Status != metav1.ConditionTrue || !strings.Contains(obj.Status.Conditions[0].Message, "test/TestWritesScores") {
-		t.Errorf("conditions = %+v", obj.Status.Conditions)
+	if c := meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionUpdated); c == nil ||
+		c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "test/TestWritesScores") {
+		t.Errorf("conditions = %+v, want %s naming the source", obj.Status.Conditions, scorewriter.ConditionUpdated)
 	}
-	if obj.Annotations[scorewriter.LedgerAnnotation] == "" {
-		t.Error("no ledger annotation: order would be forgotten on restart")
+	// The ledger of observation times is on the object, so order survives a writer restart.
+	if c := meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionObservations); c == nil ||
+		!strings.Contains(c.Message, `"cpuAvailable":["`+observed.UTC().Format(time.RFC3339Nano)) {
+		t.Errorf("ledger condition = %+v, want cpuAvailable observed at %s", c, observed.UTC().Format(time.RFC3339Nano))
 	}
 	if got := scoresOf(get(t, "c2", "basic")); got["cpuAvailable"] != 100 {
 		t.Errorf("c2 scores = %v", got)

@@ -1,0 +1,121 @@
+package scorewriter
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func upd(at time.Duration, scores ...contract.Score) *Update {
+	return NewUpdate(Key{Cluster: "c1", Resource: "r"}, scores, t0.Add(at), t0.Add(time.Hour), "src")
+}
+
+func sc(name string, v float64) contract.Score { return contract.Score{Name: name, Value: v} }
+
+// object applies p to a fresh object, as the hub would store it.
+func object(p plan) *clusterv1alpha1.AddOnPlacementScore {
+	return &clusterv1alpha1.AddOnPlacementScore{Status: *p.status.DeepCopy()}
+}
+
+func values(o *clusterv1alpha1.AddOnPlacementScore) map[string]int32 {
+	m := map[string]int32{}
+	for _, s := range o.Status.Scores {
+		m[s.Name] = s.Value
+	}
+	return m
+}
+
+func TestMakePlan(t *testing.T) {
+	now := t0.Add(time.Minute)
+	base := object(makePlan(nil, []*Update{upd(0, sc("a", 1), sc("b", 2))}, now))
+	foreign := base.DeepCopy()
+	foreign.Status.Scores = append(foreign.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: "other", Value: 9})
+
+	tests := []struct {
+		name      string
+		cur       *clusterv1alpha1.AddOnPlacementScore
+		updates   []*Update
+		changed   bool
+		decisions []string // per update: Written, Duplicate or Stale
+		want      map[string]int32
+	}{
+		{"create", nil, []*Update{upd(0, sc("a", 1))}, true, []string{"Written"}, map[string]int32{"a": 1}},
+		{"newer wins", base, []*Update{upd(time.Second, sc("a", 5))}, true, []string{"Written"}, map[string]int32{"a": 5, "b": 2}},
+		{"older is stale", base, []*Update{upd(-time.Second, sc("a", 5))}, false, []string{"Stale"}, map[string]int32{"a": 1, "b": 2}},
+		{"same time same value is a duplicate", base, []*Update{upd(0, sc("a", 1), sc("b", 2))}, false, []string{"Duplicate"}, map[string]int32{"a": 1, "b": 2}},
+		{"same time other value is applied", base, []*Update{upd(0, sc("a", 7))}, true, []string{"Written"}, map[string]int32{"a": 7, "b": 2}},
+		{"older event, new score name, merges", base, []*Update{upd(-time.Second, sc("c", 3), sc("a", 0))}, true, []string{"Written"}, map[string]int32{"a": 1, "b": 2, "c": 3}},
+		{"superseded in the same batch is stale", base, []*Update{upd(3*time.Second, sc("a", 30)), upd(2*time.Second, sc("a", 20))}, true, []string{"Written", "Stale"}, map[string]int32{"a": 30, "b": 2}},
+		{"arrival order breaks time ties", base, []*Update{upd(time.Second, sc("a", 10)), upd(time.Second, sc("a", 11))}, true, []string{"Stale", "Written"}, map[string]int32{"a": 11, "b": 2}},
+		{"scores of other producers are kept", foreign, []*Update{upd(time.Second, sc("a", 4))}, true, []string{"Written"}, map[string]int32{"a": 4, "b": 2, "other": 9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := makePlan(tt.cur, tt.updates, now)
+			if p.changed != tt.changed {
+				t.Errorf("changed = %v, want %v", p.changed, tt.changed)
+			}
+			for i, d := range p.decisions {
+				got := string(d.reason)
+				if d.written {
+					got = "Written"
+				}
+				if got != tt.decisions[i] {
+					t.Errorf("update %d: %s, want %s", i, got, tt.decisions[i])
+				}
+			}
+			if !p.changed {
+				return
+			}
+			if got := values(object(p)); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("scores = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMakePlanExpiryAndValidUntil(t *testing.T) {
+	short := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("short", 1)}, t0, t0.Add(time.Minute), "a")
+	long := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("long", 2)}, t0, t0.Add(time.Hour), "b")
+	p := makePlan(nil, []*Update{short, long}, t0)
+	if !p.status.ValidUntil.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("validUntil = %v, want the earliest score's (%v)", p.status.ValidUntil, t0.Add(time.Minute))
+	}
+	// Two minutes later "short" has expired: the next write drops it rather than keep it alive.
+	later := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("long", 3)}, t0.Add(2*time.Minute), t0.Add(time.Hour), "b")
+	p = makePlan(object(p), []*Update{later}, t0.Add(2*time.Minute))
+	if got := values(object(p)); len(got) != 1 || got["long"] != 3 {
+		t.Errorf("scores = %v, want only long=3", got)
+	}
+	if len(p.expired) != 1 || p.expired[0] != "short" || !p.status.ValidUntil.Time.Equal(t0.Add(time.Hour)) {
+		t.Errorf("expired %v validUntil %v", p.expired, p.status.ValidUntil)
+	}
+	led, err := readLedger(object(p))
+	if err != nil || len(led) != 1 || !led["long"].Observed.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("ledger = %v, %v", led, err)
+	}
+	if c := meta.FindStatusCondition(p.status.Conditions, ConditionUpdated); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("conditions = %+v", p.status.Conditions)
+	}
+}
+
+func TestMakePlanRefusesALedgerTooBigForItsCondition(t *testing.T) {
+	var scores []contract.Score
+	for i := 0; i < 600; i++ {
+		scores = append(scores, sc(fmt.Sprintf("score-with-a-long-name-%04d", i), 1))
+	}
+	if p := makePlan(nil, []*Update{upd(0, scores...)}, t0); p.tooBig == "" {
+		t.Error("a 600-score ledger was accepted; the CRD would refuse its condition message")
+	}
+	if p := makePlan(nil, []*Update{upd(0, scores[:200]...)}, t0); p.tooBig != "" {
+		t.Errorf("200 scores refused: %s", p.tooBig)
+	}
+}
