@@ -95,8 +95,14 @@ func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 	if onFailure == nil {
 		onFailure = f.FailureReply
 	}
+	return f.Mux(newReceiver(h, onFailure, f.Log, f.Registry))
+}
+
+// Mux serves app on / beside /healthz, /readyz and /metrics: for functions whose input is not
+// CloudEvents (an Alertmanager webhook) or that receive nothing (a source).
+func (f *Function) Mux(app http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", newReceiver(h, onFailure, f.Log, f.Registry))
+	mux.Handle("/", app)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", f.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(f.Registry, promhttp.HandlerOpts{Registry: f.Registry}))
@@ -120,11 +126,16 @@ func (f *Function) serveReady(w http.ResponseWriter, _ *http.Request) {
 // Serve listens until ctx ends, then stops taking requests, lets in-flight ones finish (bounded by
 // --drain-timeout) and returns.
 func (f *Function) Serve(ctx context.Context, h Handler, onFailure FailureReply) error {
+	return f.ServeHTTP(ctx, f.Handler(h, onFailure))
+}
+
+// ServeHTTP is Serve for a handler built with Mux.
+func (f *Function) ServeHTTP(ctx context.Context, handler http.Handler) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(*f.addr, fmt.Sprint(*f.port)))
 	if err != nil {
 		return err
 	}
-	return f.ServeListener(ctx, ln, f.Handler(h, onFailure))
+	return f.ServeListener(ctx, ln, handler)
 }
 
 // ServeListener serves handler on ln with the same shutdown behaviour as Serve.

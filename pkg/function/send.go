@@ -3,7 +3,9 @@ package function
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -17,15 +19,16 @@ type Sender struct {
 	target    string
 	overrides map[string]any
 	retries   int
+	backoff   time.Duration
 }
 
 // NewSender sends to sink. ceOverrides is K_CE_OVERRIDES ({"extensions":{...}}), set by a
 // SinkBinding; its extensions are added to every event sent.
 func NewSender(sink, ceOverrides string) (*Sender, error) {
 	if sink == "" {
-		return nil, fmt.Errorf("no sink: set --sink or K_SINK (a SinkBinding sets it)")
+		return nil, errors.New("no sink: set --sink or K_SINK (a SinkBinding sets it)")
 	}
-	p, err := cehttp.New(cehttp.WithTarget(sink))
+	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable))
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", sink, err)
 	}
@@ -33,7 +36,7 @@ func NewSender(sink, ceOverrides string) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{client: c, target: sink, retries: 5}
+	s := &Sender{client: c, target: sink, retries: 5, backoff: 50 * time.Millisecond}
 	if ceOverrides != "" {
 		var o struct {
 			Extensions map[string]any `json:"extensions"`
@@ -46,19 +49,48 @@ func NewSender(sink, ceOverrides string) (*Sender, error) {
 	return s, nil
 }
 
-// Send delivers e, retrying network errors and 5xx/429 answers with exponential backoff.
+// Retriable reports the statuses a Knative broker itself retries: 5xx, 404, 408, 409 and 429.
+// (sdk-go's default leaves out 500, 408 and 409.)
+func Retriable(status int) bool {
+	return status >= 500 || status == 404 || status == 408 || status == 409 || status == 429
+}
+
+// Send delivers e, retrying network errors and Retriable statuses with exponential backoff (5
+// retries from 50ms) or until ctx ends. Only a 2xx answer is success.
 func (s *Sender) Send(ctx context.Context, e event.Event) error {
 	for k, v := range s.overrides {
 		e.SetExtension(k, v)
 	}
-	ctx = cloudevents.ContextWithRetriesExponentialBackoff(ctx, 50*time.Millisecond, s.retries)
-	res := s.client.Send(ctx, e)
-	if cloudevents.IsUndelivered(res) {
-		return fmt.Errorf("send %s to %s: %w", e.Type(), s.target, res)
+	res := s.client.Send(cloudevents.ContextWithRetriesExponentialBackoff(ctx, s.backoff, s.retries), e)
+	if cloudevents.IsACK(res) {
+		return nil
 	}
-	var httpRes *cehttp.Result
-	if cloudevents.ResultAs(res, &httpRes) && httpRes.StatusCode >= 300 {
-		return fmt.Errorf("send %s to %s: HTTP %d", e.Type(), s.target, httpRes.StatusCode)
+	// With retries on, sdk-go wraps the last attempt in a RetriesResult, which is a NACK but is
+	// neither "undelivered" nor unwrapped by errors.As: unwrap it by hand.
+	var rr *cehttp.RetriesResult
+	if errors.As(res, &rr) {
+		res = rr.Result
 	}
-	return nil
+	var hr *cehttp.Result
+	if errors.As(res, &hr) {
+		return fmt.Errorf("send %s to %s: HTTP %d", e.Type(), s.target, hr.StatusCode)
+	}
+	return fmt.Errorf("send %s to %s: %w", e.Type(), s.target, res)
+}
+
+// SinkFlags registers --sink and --ce-overrides on f; when they are not given they fall back to
+// K_SINK and K_CE_OVERRIDES, which a SinkBinding injects. Call the returned function after Parse.
+func (f *Function) SinkFlags() func() (*Sender, error) {
+	sink := f.Flags.String("sink", "", "where to send events (default: $K_SINK, set by a SinkBinding)")
+	overrides := f.Flags.String("ce-overrides", "", `CloudEvents overrides, {"extensions":{...}} (default: $K_CE_OVERRIDES, set by a SinkBinding)`)
+	return func() (*Sender, error) {
+		return NewSender(orEnv(*sink, "K_SINK"), orEnv(*overrides, "K_CE_OVERRIDES"))
+	}
+}
+
+func orEnv(v, env string) string {
+	if v != "" {
+		return v
+	}
+	return os.Getenv(env)
 }
