@@ -1,0 +1,27 @@
+// Command forecast-scorer predicts each cluster's usage a horizon ahead (Holt's double exponential
+// smoothing over a Prometheus range query) and scores the predicted headroom into one
+// AddOnPlacementScore per evaluation. See pkg/scorers/forecast for the configuration.
+package main
+
+import (
+	"context"
+
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/prom"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
+)
+
+func main() {
+	fn := function.New("forecast-scorer", "forecasts each cluster's usage a horizon ahead (Holt's smoothing over a Prometheus range query) and scores the predicted headroom; "+
+		"takes PingSource events whose data is its configuration (query, range, step, horizon, capacityQuery or capacity, scoreName, resource); replies with one io.scoreflow.score.updated")
+	promCfg := prom.RegisterFlags(fn.Flags)
+	fn.Main(func(ctx context.Context) error {
+		client, err := prom.New(*promCfg, fn.Log, fn.Registry)
+		if err != nil {
+			return err
+		}
+		s := &forecast.Scorer{Prom: client, Log: fn.Log}
+		return fn.Serve(ctx, scorer.Handler(fn.Source(), s.Routes()), nil)
+	})
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/promtest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(promtest.MainEnv) != "" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestHelp(t *testing.T) {
+	out, code := promtest.Exec(t, "--help")
+	if code != 0 {
+		t.Fatalf("--help exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{"--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "--metric-config  [env METRIC_CONFIG]", "--port"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help does not mention %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBadStart(t *testing.T) {
+	tests := []struct {
+		args  []string
+		quote string
+	}{
+		{nil, "--prometheus-url is required"},
+		{[]string{"--prometheus-url=http://x:9090", `--metric-config={"scores":["x"]}`}, "--metric-config: scores[0]"},
+	}
+	for _, tt := range tests {
+		out, code := promtest.Exec(t, tt.args...)
+		if code != 1 || !strings.Contains(out, tt.quote) {
+			t.Errorf("%v: exit %d, output %s; want 1 and %q", tt.args, code, out, tt.quote)
+		}
+	}
+}
+
+// The built function end to end: flags, Prometheus, CloudEvents over HTTP, graceful exit.
+func TestServe(t *testing.T) {
+	srv := promtest.Start(t)
+	at := promtest.Aligned(time.Minute)
+	srv.MustPush(t,
+		promtest.Gauge(map[string]string{"__name__": "kube_node_status_allocatable", "cluster": "east", "node": "n1", "resource": "nvidia_com_gpu"}, at, 8),
+		promtest.Gauge(map[string]string{"__name__": "kube_pod_container_resource_requests", "cluster": "east", "namespace": "a", "pod": "p", "resource": "nvidia_com_gpu"}, at, 6),
+		promtest.Gauge(map[string]string{"__name__": "kube_pod_status_phase", "cluster": "east", "namespace": "a", "pod": "p", "phase": "Running"}, at, 1),
+	)
+	url := promtest.RunMain(t, "--prometheus-url="+srv.URL)
+	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"gpu-usage-score","scores":["free-capacity"]}`))
+	if status != http.StatusOK || reply == nil {
+		t.Fatalf("status %d reply %v", status, reply)
+	}
+	got, err := contract.DecodeScoreUpdated(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 * (8-6)/8 = 25
+	want := []contract.ClusterScores{{Cluster: "east", Scores: []contract.Score{{Name: "free-capacity", Value: 25}}}}
+	if got.Resource != "gpu-usage-score" || !reflect.DeepEqual(got.Items, want) || reply.Source() != "scoreflow/resource-scorer" {
+		t.Errorf("reply from %s: %+v, want %+v", reply.Source(), got, want)
+	}
+}

@@ -1,0 +1,206 @@
+package forecast_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/prom"
+	"github.com/scoreflow/scoreflow/pkg/promtest"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
+)
+
+func cs(cluster string, kv ...any) contract.ClusterScores {
+	c := contract.ClusterScores{Cluster: cluster}
+	for i := 0; i < len(kv); i += 2 {
+		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
+	}
+	return c
+}
+
+func line(from, slope float64, n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = from + slope*float64(i)
+	}
+	return v
+}
+
+// series on a one-minute grid ending at `at` (the evaluation time):
+//
+//	cpu_usage  east 10, 11, ..., 20 (11 points, +1/min)   west flat 32
+//	           north 40 down to 30 (-1/min)               south 50 up to 60 (+1/min)
+//	           stale: 4 points ending 7 minutes ago        newbie: one point, at `at`
+//	           nocap: flat 10, and no capacity series
+//	allocatable{resource="cpu"} 64 for every cluster but nocap; east also has a memory series
+//	gpu_mem    east 10, 14, 13, 17 and west flat 20 (4 points), for a hand-worked Holt
+func data(at time.Time) []promtest.Series {
+	m := time.Minute
+	usage := func(cluster string, end time.Time, v ...float64) promtest.Series {
+		return promtest.Grid(map[string]string{"__name__": "cpu_usage", "cluster": cluster}, end, m, v...)
+	}
+	alloc := func(cluster, res string) promtest.Series {
+		return promtest.Gauge(map[string]string{"__name__": "allocatable", "cluster": cluster, "resource": res}, at, 64)
+	}
+	return []promtest.Series{
+		usage("east", at, line(10, 1, 11)...),
+		usage("west", at, line(32, 0, 11)...),
+		usage("north", at, line(40, -1, 11)...),
+		usage("south", at, line(50, 1, 11)...),
+		usage("stale", at.Add(-7*m), 1, 2, 3, 4),
+		usage("newbie", at, 5),
+		usage("nocap", at, line(10, 0, 11)...),
+		alloc("east", "cpu"), alloc("west", "cpu"), alloc("north", "cpu"), alloc("south", "cpu"), alloc("stale", "cpu"), alloc("newbie", "cpu"),
+		alloc("east", "memory"),
+		promtest.Grid(map[string]string{"__name__": "gpu_mem", "cluster": "east"}, at, m, 10, 14, 13, 17),
+		promtest.Grid(map[string]string{"__name__": "gpu_mem", "cluster": "west"}, at, m, 20, 20, 20, 20),
+	}
+}
+
+func decode(t *testing.T, reply *event.Event) (*contract.ScoreUpdated, *contract.Failure) {
+	t.Helper()
+	if reply == nil {
+		t.Fatal("no reply event")
+	}
+	if reply.Type() == contract.TypeScoreFailed {
+		f, err := contract.DecodeFailure(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil, f
+	}
+	s, err := contract.DecodeScoreUpdated(reply)
+	if err != nil {
+		t.Fatalf("reply %s: %v", reply.Type(), err)
+	}
+	return s, nil
+}
+
+func TestAgainstPrometheus(t *testing.T) {
+	srv := promtest.Start(t)
+	at := promtest.Aligned(time.Minute)
+	srv.MustPush(t, data(at)...)
+	c, err := prom.New(prom.Config{URL: srv.URL, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("forecast-scorer", "test")
+	s := &forecast.Scorer{Prom: c, Log: fn.Log, Now: func() time.Time { return at.Add(20 * time.Second) }}
+	ts := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
+	defer ts.Close()
+
+	const usage = `"resource":"cpu-forecast","scoreName":"cpuHeadroom30m","query":"cpu_usage","range":"10m","step":"1m","horizon":"30m"`
+	tests := []struct {
+		name string
+		ping string
+		want contract.ScoreUpdated
+	}{
+		{
+			// Now is at+20s, aligned down to at. Lines are forecast exactly, 30 steps on:
+			//   east  20 + 30 = 50  (64-50)/64 = 0.21875  -> 21.875  -> 22
+			//   west  32            (64-32)/64 = 0.5      -> 50
+			//   north 30 - 30 = 0   (64-0)/64  = 1        -> 100
+			//   south 60 + 30 = 90  (64-90)/64 = -0.40625 -> -40.625 -> -41
+			// stale (no point at the end), newbie (one point), nocap (no capacity): left out.
+			name: "capacity query",
+			ping: `{` + usage + `,"capacityQuery":"sum by (cluster) (allocatable{resource=\"cpu\"})"}`,
+			want: contract.ScoreUpdated{Resource: "cpu-forecast", Items: []contract.ClusterScores{
+				cs("east", "cpuHeadroom30m", 22), cs("north", "cpuHeadroom30m", 100), cs("south", "cpuHeadroom30m", -41), cs("west", "cpuHeadroom30m", 50),
+			}},
+		},
+		{
+			// One capacity, 100, for all: east (100-50)/100 -> 50, north 100, south (100-90)/100 -> 10,
+			// west (100-32)/100 -> 68, nocap (100-10)/100 -> 90.
+			name: "constant capacity",
+			ping: `{` + usage + `,"capacity":100}`,
+			want: contract.ScoreUpdated{Resource: "cpu-forecast", Items: []contract.ClusterScores{
+				cs("east", "cpuHeadroom30m", 50), cs("nocap", "cpuHeadroom30m", 90), cs("north", "cpuHeadroom30m", 100),
+				cs("south", "cpuHeadroom30m", 10), cs("west", "cpuHeadroom30m", 68),
+			}},
+		},
+		{
+			// Holt with alpha = beta = 0.5 over east 10, 14, 13, 17 forecasts 22.5 two steps on (the
+			// arithmetic is in TestHolt); (30-22.5)/30 = 0.25 -> 25. west flat 20: (30-20)/30 -> 33.3 -> 33.
+			name: "hand-worked Holt",
+			ping: `{"resource":"gpu-forecast","scoreName":"gpuMemHeadroom","query":"gpu_mem","range":"3m","step":"1m","horizon":"2m","alpha":0.5,"beta":0.5,"capacity":30}`,
+			want: contract.ScoreUpdated{Resource: "gpu-forecast", Items: []contract.ClusterScores{cs("east", "gpuMemHeadroom", 25), cs("west", "gpuMemHeadroom", 33)}},
+		},
+		{
+			// min-max of the headrooms 0.21875, 1, -0.40625, 0.5: north 100, south -100,
+			// east (0.21875+0.40625)*200/1.40625-100 = -11.1 -> -11, west (0.90625*200/1.40625)-100 = 28.9 -> 29.
+			name: "minmax",
+			ping: `{` + usage + `,"capacityQuery":"sum by (cluster) (allocatable{resource=\"cpu\"})","normalize":{"method":"minmax"}}`,
+			want: contract.ScoreUpdated{Resource: "cpu-forecast", Items: []contract.ClusterScores{
+				cs("east", "cpuHeadroom30m", -11), cs("north", "cpuHeadroom30m", 100), cs("south", "cpuHeadroom30m", -100), cs("west", "cpuHeadroom30m", 29),
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := promtest.Send(t, ts.URL, promtest.Ping(tt.ping))
+			got, fail := decode(t, reply)
+			if status != http.StatusOK || fail != nil {
+				t.Fatalf("status %d failure %+v", status, fail)
+			}
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Errorf("scores =\n  %+v\nwant\n  %+v", *got, tt.want)
+			}
+			if !reply.Time().Equal(at) {
+				t.Errorf("event time %v, want the aligned end %v", reply.Time(), at)
+			}
+		})
+	}
+
+	refusals := []struct {
+		name   string
+		ping   string
+		reason contract.Reason
+		quote  string
+	}{
+		{"bad usage query", `{` + usage + `,"capacity":1,"query":"rate(cpu_usage"}`, contract.ReasonBadQuery, "parse error"},
+		{"bad capacity query", `{` + usage + `,"capacityQuery":"sum by (cluster) (allocatable"}`, contract.ReasonBadQuery, "parse error"},
+		// east has a cpu and a memory allocatable series: which is its capacity?
+		{"two capacities", `{` + usage + `,"capacityQuery":"allocatable"}`, contract.ReasonBadQuery, `two series for cluster "east"`},
+		{"no horizon", `{"resource":"r","scoreName":"s","query":"cpu_usage","range":"10m","step":"1m","capacity":1}`, contract.ReasonBadConfig, "horizon"},
+		{"two capacities given", `{` + usage + `,"capacity":1,"capacityQuery":"allocatable"}`, contract.ReasonBadConfig, "give exactly one"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := promtest.Send(t, ts.URL, promtest.Ping(tt.ping))
+			_, fail := decode(t, reply)
+			if status != http.StatusBadRequest || fail == nil || fail.Reason != tt.reason || fail.Retriable || !strings.Contains(fail.Message, tt.quote) {
+				t.Errorf("status %d failure %+v, want 400 %s mentioning %q", status, fail, tt.reason, tt.quote)
+			}
+		})
+	}
+
+	t.Run("no series", func(t *testing.T) {
+		status, reply := promtest.Send(t, ts.URL, promtest.Ping(`{"resource":"r","scoreName":"s","query":"nothing","range":"10m","step":"1m","horizon":"5m","capacity":1}`))
+		if status != http.StatusAccepted || reply != nil {
+			t.Errorf("status %d reply %v, want 202 and no event", status, reply)
+		}
+	})
+
+	t.Run("metric.changed refused", func(t *testing.T) {
+		e, _ := contract.NewMetricChanged("p", at, contract.MetricChanged{Samples: []contract.Sample{{Metric: "cpu_usage", Cluster: "east", Value: 1, ObservedAt: at}}})
+		status, reply := promtest.Send(t, ts.URL, e)
+		if _, fail := decode(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
+			t.Errorf("status %d failure %+v, want 400 WrongType", status, fail)
+		}
+	})
+
+	srv.Stop()
+	status, reply := promtest.Send(t, ts.URL, promtest.Ping(`{`+usage+`,"capacity":1}`))
+	if _, fail := decode(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
+		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, fail)
+	}
+}

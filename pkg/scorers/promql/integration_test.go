@@ -1,0 +1,243 @@
+package promql_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/prom"
+	"github.com/scoreflow/scoreflow/pkg/promtest"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
+	"github.com/scoreflow/scoreflow/pkg/scoring"
+)
+
+func cs(cluster string, kv ...any) contract.ClusterScores {
+	c := contract.ClusterScores{Cluster: cluster}
+	for i := 0; i < len(kv); i += 2 {
+		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
+	}
+	return c
+}
+
+func l(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// series, each on a one-minute grid ending at `at`:
+//
+//	cpu_util{cluster, instance}  east 25 (one instance), west 75, north 40 and 60 (two instances)
+//	latency_ms{cluster}          5 points each: east 10 20 30 40 50, west 50 60 70 80 90, north 20 30 40 50 60
+//	gpu_util{cluster,app,device} east web/gpu0 60, east db/gpu1 20, west web/gpu0 90, south web/gpu0 30
+//	up{cluster_name}             a series with another cluster label: c9 = 1
+//
+// south has gpu_util only: it must be absent from every cpu and latency score.
+func data(at time.Time) []promtest.Series {
+	m := time.Minute
+	return []promtest.Series{
+		promtest.Gauge(l("__name__", "cpu_util", "cluster", "east", "instance", "e1"), at, 25),
+		promtest.Gauge(l("__name__", "cpu_util", "cluster", "west", "instance", "w1"), at, 75),
+		promtest.Gauge(l("__name__", "cpu_util", "cluster", "north", "instance", "n1"), at, 40),
+		promtest.Gauge(l("__name__", "cpu_util", "cluster", "north", "instance", "n2"), at, 60),
+		promtest.Grid(l("__name__", "latency_ms", "cluster", "east"), at, m, 10, 20, 30, 40, 50),
+		promtest.Grid(l("__name__", "latency_ms", "cluster", "west"), at, m, 50, 60, 70, 80, 90),
+		promtest.Grid(l("__name__", "latency_ms", "cluster", "north"), at, m, 20, 30, 40, 50, 60),
+		promtest.Gauge(l("__name__", "gpu_util", "cluster", "east", "app", "web", "device", "gpu0"), at, 60),
+		promtest.Gauge(l("__name__", "gpu_util", "cluster", "east", "app", "db", "device", "gpu1"), at, 20),
+		promtest.Gauge(l("__name__", "gpu_util", "cluster", "west", "app", "web", "device", "gpu0"), at, 90),
+		promtest.Gauge(l("__name__", "gpu_util", "cluster", "south", "app", "web", "device", "gpu0"), at, 30),
+		promtest.Gauge(l("__name__", "up", "cluster_name", "c9"), at, 1),
+	}
+}
+
+func serve(t *testing.T, s *promql.Scorer) string {
+	t.Helper()
+	fn := function.New("promql-scorer", "test")
+	s.Log = fn.Log
+	ts := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func client(t *testing.T, url string) *prom.Client {
+	t.Helper()
+	c, err := prom.New(prom.Config{URL: url, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func decode(t *testing.T, reply *event.Event) (*contract.ScoreUpdated, *contract.Failure) {
+	t.Helper()
+	if reply == nil {
+		t.Fatal("no reply event")
+	}
+	if reply.Type() == contract.TypeScoreFailed {
+		f, err := contract.DecodeFailure(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil, f
+	}
+	s, err := contract.DecodeScoreUpdated(reply)
+	if err != nil {
+		t.Fatalf("reply %s: %v", reply.Type(), err)
+	}
+	return s, nil
+}
+
+func TestAgainstPrometheus(t *testing.T) {
+	srv := promtest.Start(t)
+	at := promtest.Aligned(time.Minute)
+	srv.MustPush(t, data(at)...)
+	url := serve(t, &promql.Scorer{Prom: client(t, srv.URL), Now: func() time.Time { return at }})
+
+	tests := []struct {
+		name string
+		ping string
+		want contract.ScoreUpdated
+		time time.Time
+	}{
+		{
+			// avg by cluster: east 25, west 75, north (40+60)/2 = 50. Linear 0..100, lower is better:
+			// score = -(v*200/100 - 100) = 100 - 2v: east 50, west -50, north 0. south has no cpu_util: absent.
+			name: "instant, linear, lower is better",
+			ping: `{"resource":"cpu-score","query":"avg by (cluster) (cpu_util)","scoreName":"cpuIdle","normalize":{"method":"linear","min":0,"max":100,"lowerIsBetter":true}}`,
+			want: contract.ScoreUpdated{Resource: "cpu-score", Items: []contract.ClusterScores{cs("east", "cpuIdle", 50), cs("north", "cpuIdle", 0), cs("west", "cpuIdle", -50)}},
+		},
+		{
+			// query_range over [at-4m, at] step 1m: the 5 grid points. avg: east 30, north 40, west 70.
+			// minmax, lower is better: east (best) 100, west -100, north -((40-30)*200/40-100) = 50.
+			name: "range avg, minmax",
+			ping: `{"resource":"latency","query":"latency_ms","range":"4m","step":"1m","aggregation":"avg","scoreName":"latency","normalize":{"method":"minmax","lowerIsBetter":true}}`,
+			want: contract.ScoreUpdated{Resource: "latency", Items: []contract.ClusterScores{cs("east", "latency", 100), cs("north", "latency", 50), cs("west", "latency", -100)}},
+		},
+		{
+			// p95 of 5 points is the 5th smallest (nearest rank ceil(0.95*5) = 5): east 50, north 60,
+			// west 90. none: the values are scores already.
+			name: "range p95, none",
+			ping: `{"resource":"latency-p95","query":"latency_ms","range":"4m","step":"1m","aggregation":"p95","scoreName":"p95","normalize":{"method":"none"}}`,
+			want: contract.ScoreUpdated{Resource: "latency-p95", Items: []contract.ClusterScores{cs("east", "p95", 50), cs("north", "p95", 60), cs("west", "p95", 90)}},
+		},
+		{
+			// range 1m, step 1m: the points at at-1m and at. min: east 40, north 50, west 80.
+			name: "range min over 1m",
+			ping: `{"resource":"latency-min","query":"latency_ms","range":"1m","step":"1m","aggregation":"min","scoreName":"min","normalize":{"method":"none"}}`,
+			want: contract.ScoreUpdated{Resource: "latency-min", Items: []contract.ClusterScores{cs("east", "min", 40), cs("north", "min", 50), cs("west", "min", 80)}},
+		},
+		{
+			// ${app};${device}, none: east db;gpu1 20 and web;gpu0 60, south web;gpu0 30, west web;gpu0 90.
+			name: "score names from labels",
+			ping: `{"resource":"example-performance-score","query":"gpu_util","scoreName":"${app};${device}","normalize":{"method":"none"}}`,
+			want: contract.ScoreUpdated{Resource: "example-performance-score", Items: []contract.ClusterScores{
+				cs("east", "db;gpu1", 20, "web;gpu0", 60), cs("south", "web;gpu0", 30), cs("west", "web;gpu0", 90),
+			}},
+		},
+		{
+			// Another cluster label: c9's up is 1, linear 0..1 -> 100.
+			name: "cluster label",
+			ping: `{"resource":"up","query":"up","clusterLabel":"cluster_name","scoreName":"up","normalize":{"method":"linear","min":0,"max":1}}`,
+			want: contract.ScoreUpdated{Resource: "up", Items: []contract.ClusterScores{cs("c9", "up", 100)}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
+			got, fail := decode(t, reply)
+			if status != http.StatusOK || fail != nil {
+				t.Fatalf("status %d failure %+v", status, fail)
+			}
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Errorf("scores =\n  %+v\nwant\n  %+v", *got, tt.want)
+			}
+			if !reply.Time().Equal(at) {
+				t.Errorf("event time %v, want %v", reply.Time(), at)
+			}
+		})
+	}
+
+	refusals := []struct {
+		name   string
+		ping   string
+		reason contract.Reason
+		quote  string
+	}{
+		{"syntax error", `{"resource":"r","query":"avg by (cluster) (cpu_util","scoreName":"s","normalize":{"method":"none"}}`, contract.ReasonBadQuery, "parse error"},
+		{"scalar result", `{"resource":"r","query":"scalar(up)","scoreName":"s","normalize":{"method":"none"}}`, contract.ReasonBadQuery, "the result is a scalar"},
+		// north has two cpu_util series: which one is north's score? The query must say.
+		{"two series per cluster", `{"resource":"r","query":"cpu_util","scoreName":"s","normalize":{"method":"none"}}`, contract.ReasonBadQuery, `two series give cluster "north"`},
+		{"name label missing everywhere", `{"resource":"r","query":"cpu_util","scoreName":"${device}","normalize":{"method":"none"}}`, contract.ReasonBadQuery, `no label "device"`},
+		{"no normalize", `{"resource":"r","query":"up","scoreName":"s"}`, contract.ReasonBadConfig, "normalize.method"},
+		{"aggregation without range", `{"resource":"r","query":"up","scoreName":"s","aggregation":"avg","normalize":{"method":"none"}}`, contract.ReasonBadConfig, "aggregation"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
+			_, fail := decode(t, reply)
+			if status != http.StatusBadRequest || fail == nil || fail.Reason != tt.reason || fail.Retriable || !strings.Contains(fail.Message, tt.quote) {
+				t.Errorf("status %d failure %+v, want 400 %s mentioning %q", status, fail, tt.reason, tt.quote)
+			}
+		})
+	}
+
+	t.Run("no series", func(t *testing.T) {
+		status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"r","query":"no_such_metric","scoreName":"s","normalize":{"method":"none"}}`))
+		if status != http.StatusAccepted || reply != nil {
+			t.Errorf("status %d reply %v, want 202 and no event", status, reply)
+		}
+	})
+
+	t.Run("metric.changed refused without --metric-config", func(t *testing.T) {
+		e, _ := contract.NewMetricChanged("p", at, contract.MetricChanged{Samples: []contract.Sample{{Metric: "gpu_util", Cluster: "east", Value: 1, ObservedAt: at}}})
+		status, reply := promtest.Send(t, url, e)
+		if _, fail := decode(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
+			t.Errorf("status %d failure %+v, want 400 WrongType", status, fail)
+		}
+	})
+
+	srv.Stop()
+	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"r","query":"up","scoreName":"s","normalize":{"method":"none"}}`))
+	if _, fail := decode(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
+		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, fail)
+	}
+}
+
+// With --metric-config, a metric.changed event is scored from its samples over HTTP.
+func TestMetricChangedOverHTTP(t *testing.T) {
+	mc := promql.DefaultMetricConfig()
+	mc.Output = promql.Output{Resource: "gpu-usage-score", ScoreName: "${device}", Normalize: scoring.Normalization{Method: scoring.MethodMinMax, LowerIsBetter: true}}
+	mc.Metric = "gpu_util"
+	if err := mc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, &promql.Scorer{MetricConfig: &mc}) // no Prometheus at all
+	at := time.Now().Truncate(time.Second)
+	e, err := contract.NewMetricChanged("p", at, contract.MetricChanged{Samples: []contract.Sample{
+		{Metric: "gpu_util", Cluster: "east", Labels: map[string]string{"device": "gpu0"}, Value: 10, ObservedAt: at},
+		{Metric: "gpu_util", Cluster: "west", Labels: map[string]string{"device": "gpu0"}, Value: 30, ObservedAt: at},
+		{Metric: "gpu_util", Cluster: "north", Labels: map[string]string{"device": "gpu0"}, Value: 15, ObservedAt: at},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, reply := promtest.Send(t, url, e)
+	got, fail := decode(t, reply)
+	// minmax lower is better over 10..30: east 100, west -100, north -((15-10)*200/20-100) = 50.
+	want := contract.ScoreUpdated{Resource: "gpu-usage-score", Items: []contract.ClusterScores{cs("east", "gpu0", 100), cs("north", "gpu0", 50), cs("west", "gpu0", -100)}}
+	if status != http.StatusOK || fail != nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("status %d failure %+v scores %+v, want 200 %+v", status, fail, got, want)
+	}
+}
