@@ -59,3 +59,35 @@ lint: ## gofmt and go vet.
 .PHONY: clean
 clean: ## Remove bin/ (the tools cache stays; delete $(SCOREFLOW_CACHE) to rebuild it).
 	rm -rf bin
+
+# ---- Knative deployment (issue 4, section 1) ------------------------------------------------------
+# Builds every function with ko and applies deploy/, the broker and triggers/ to the cluster of the
+# current kubectl context (`kn quickstart kind` makes a kind cluster named knative). ko is needed
+# only here: `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
+# test/deploy checks the same YAML without a cluster. See docs/quickstart.md.
+KO ?= ko
+KUBECTL ?= kubectl
+KIND_CLUSTER_NAME ?= knative
+# Where images go: kind.local loads them straight into the kind cluster's nodes.
+KO_DOCKER_REPO ?= kind.local
+# The broker to run on: brokers/kafka/scoreflow.yaml for the Kafka-backed one.
+BROKER_MANIFEST ?= brokers/scoreflow.yaml
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+KO_ENV = KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=$(KO_DOCKER_REPO) KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) VERSION=$(VERSION)
+
+.PHONY: ko-installed
+ko-installed:
+	@command -v $(KO) >/dev/null || { echo "ko is not installed: go install github.com/google/ko@latest (see docs/quickstart.md)"; exit 1; }
+
+.PHONY: deploy
+deploy: ko-installed ## Build the functions with ko and deploy scoreflow to the current cluster (KO_DOCKER_REPO=kind.local by default).
+	$(KO_ENV) $(KO) apply -f deploy/ -f $(BROKER_MANIFEST) -f triggers/
+
+.PHONY: undeploy
+undeploy: ## Remove everything `make deploy` created (the namespace, the cluster-wide RBAC, the broker and triggers).
+	$(KUBECTL) delete --ignore-not-found -f triggers/ -f $(BROKER_MANIFEST) -f deploy/
+
+.PHONY: publish/local
+publish/local: ko-installed ## Build every function image into the local Docker daemon (ko.local) without deploying.
+	KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=ko.local VERSION=$(VERSION) $(KO) build --base-import-paths ./functions/...
+# ---- end Knative deployment -----------------------------------------------------------------------

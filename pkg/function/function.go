@@ -25,6 +25,9 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
+// Version is the build's version, stamped by ko (ko.yaml: -X .../pkg/function.Version=...).
+var Version = "dev"
+
 // Function is one deployable service.
 type Function struct {
 	Name     string
@@ -55,7 +58,12 @@ func New(name, about string) *Function {
 	f.logLevel = f.Flags.String("log-level", "info", "log level: debug, info, warn or error")
 	f.drain = f.Flags.Duration("drain-timeout", 20*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	f.Flags.Usage = usage(f.Flags, name, about)
-	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "scoreflow_build_info",
+			Help:        "Always 1; the labels say which function and version run.",
+			ConstLabels: prometheus.Labels{"function": name, "version": Version},
+		}, func() float64 { return 1 }))
 	f.Log = newLogger(name, "info")
 	return f
 }
@@ -143,7 +151,7 @@ func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler h
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	f.Log.Info("serving", "address", ln.Addr().String())
+	f.Log.Info("serving", "address", ln.Addr().String(), "version", Version)
 	select {
 	case err := <-errc:
 		return err

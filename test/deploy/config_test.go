@@ -1,0 +1,299 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/manifests"
+	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
+	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
+	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
+	"github.com/scoreflow/scoreflow/pkg/scorers/static"
+	"github.com/scoreflow/scoreflow/pkg/watcher"
+)
+
+// pingConfigs decode a PingSource's data as each scorer does (scorer.DecodeConfig: strictly, over
+// the scorer's defaults, then Validate), with the scorers' own configuration types.
+var pingConfigs = map[string]func(data []byte) error{
+	"promql-scorer": func(b []byte) error {
+		c := promql.DefaultConfig()
+		return decodeValidate(b, &c)
+	},
+	"resource-scorer": func(b []byte) error {
+		c := resource.DefaultConfig()
+		return decodeValidate(b, &c)
+	},
+	"forecast-scorer": func(b []byte) error {
+		c := forecast.DefaultConfig()
+		return decodeValidate(b, &c)
+	},
+	"latency-scorer": func(b []byte) error {
+		var c latency.Config
+		return decodeValidate(b, &c)
+	},
+	"static-scorer": func(b []byte) error {
+		var c static.Config
+		return decodeValidate(b, &c)
+	},
+}
+
+func decodeValidate(b []byte, c interface{ Validate() error }) error {
+	if err := contract.DecodeJSON(b, c); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+// TestPingSourceConfigs: each PingSource's data is a configuration its scorer accepts, and the
+// static-scorer's resources exist in the table it is deployed with.
+func TestPingSourceConfigs(t *testing.T) {
+	s := load(t, setHub)
+	if len(s.PingSources) == 0 {
+		t.Fatal("no PingSources")
+	}
+	for _, it := range s.PingSources {
+		ps := it.Object
+		t.Run(ps.Name, func(t *testing.T) {
+			fn := ps.Spec.CloudEventOverrides.Extensions["scorer"]
+			decode, ok := pingConfigs[fn]
+			if !ok {
+				t.Fatalf("%s: no configuration decoder for scorer %q: add it to pingConfigs", it.Source, fn)
+			}
+			if ps.Spec.ContentType != "application/json" {
+				t.Errorf("%s: contentType %q, want application/json", it.Source, ps.Spec.ContentType)
+			}
+			if err := decode([]byte(ps.Spec.Data)); err != nil {
+				t.Errorf("%s: %s refuses this configuration: %v", it.Source, fn, err)
+			}
+			if fn == "static-scorer" {
+				var c static.Config
+				_ = contract.DecodeJSON([]byte(ps.Spec.Data), &c)
+				table, err := mountedFile(s, "static-scorer", "TABLE")
+				if err != nil {
+					t.Fatal(err)
+				}
+				tbl, err := static.Parse(table)
+				if err != nil {
+					t.Fatalf("static-scorer table: %v", err)
+				}
+				if !contains(tbl.ResourceNames(), c.Resource) {
+					t.Errorf("%s: resource %q is not in the static-scorer's table (%v)", it.Source, c.Resource, tbl.ResourceNames())
+				}
+			}
+		})
+	}
+}
+
+// mountedFile returns the content of the file a Service's env var names, from the ConfigMap
+// mounted there: what the function reads at run time.
+func mountedFile(s *manifests.Set, service, env string) ([]byte, error) {
+	it, ok := manifests.Find(s.Services, Namespace, service)
+	if !ok {
+		if len(s.Services) > 0 {
+			it, ok = manifests.Find(s.Services, s.Services[0].Object.Namespace, service)
+		}
+		if !ok {
+			return nil, fmt.Errorf("service %s not found", service)
+		}
+	}
+	return fileFromEnv(s, it.Object, env)
+}
+
+func fileFromEnv(s *manifests.Set, svc *servingv1.Service, env string) ([]byte, error) {
+	c := svc.Spec.Template.Spec.Containers[0]
+	path := envValue(c, env)
+	if path == "" {
+		return nil, fmt.Errorf("service %s: no env %s", svc.Name, env)
+	}
+	for _, m := range c.VolumeMounts {
+		rel, err := filepath.Rel(m.MountPath, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		for _, v := range svc.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			cm, ok := manifests.Find(s.ConfigMaps, svc.Namespace, v.ConfigMap.Name)
+			if !ok {
+				return nil, fmt.Errorf("service %s: ConfigMap %s not defined", svc.Name, v.ConfigMap.Name)
+			}
+			data, ok := cm.Object.Data[rel]
+			if !ok {
+				return nil, fmt.Errorf("service %s: %s=%s, but ConfigMap %s has no key %q", svc.Name, env, path, cm.Object.Name, rel)
+			}
+			return []byte(data), nil
+		}
+	}
+	return nil, fmt.Errorf("service %s: %s=%s is under no ConfigMap volume mount", svc.Name, env, path)
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// writeTemp writes data to a file and returns its path, for loaders that take a path.
+func writeTemp(t *testing.T, name string, data []byte) string {
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFunctionConfigs: configuration given to functions by env or mounted file is accepted by the
+// function's own loader, and the metric names the promql-scorer scores are ones the
+// metric-watcher emits (otherwise its metric.changed path would never score anything).
+func TestFunctionConfigs(t *testing.T) {
+	hub := load(t, setHub)
+	agent := load(t, setAgent)
+
+	watched := map[string]bool{}
+	t.Run("metric-watcher CONFIG", func(t *testing.T) {
+		data, err := mountedFile(hub, "metric-watcher", "CONFIG")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := watcher.Load(writeTemp(t, "config.yaml", data), watcher.Query{})
+		if err != nil {
+			t.Fatalf("metric-watcher refuses its configuration: %v", err)
+		}
+		for _, q := range cfg.Queries {
+			watched[q.Metric] = true
+		}
+	})
+	t.Run("promql-scorer METRIC_CONFIG", func(t *testing.T) {
+		it, ok := manifests.Find(hub.Services, Namespace, "promql-scorer")
+		if !ok {
+			t.Fatal("promql-scorer not found")
+		}
+		raw := envValue(it.Object.Spec.Template.Spec.Containers[0], "METRIC_CONFIG")
+		if raw == "" {
+			t.Fatal("promql-scorer takes metric.changed (triggers/promql-scorer.yaml) but has no METRIC_CONFIG: it would refuse them all with 400, and each would be dead-lettered")
+		}
+		cfg := promql.DefaultMetricConfig()
+		if err := decodeValidate([]byte(raw), &cfg); err != nil {
+			t.Fatalf("METRIC_CONFIG: %v", err)
+		}
+		if !watched[cfg.Metric] {
+			t.Errorf("METRIC_CONFIG scores metric %q, which the metric-watcher does not emit (%v)", cfg.Metric, sortedKeys(watched))
+		}
+	})
+	t.Run("static-scorer TABLE", func(t *testing.T) {
+		data, err := mountedFile(hub, "static-scorer", "TABLE")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := static.Parse(data); err != nil {
+			t.Errorf("table: %v", err)
+		}
+	})
+	t.Run("latency agent CONFIG_FILE", func(t *testing.T) {
+		if len(agent.Services) != 1 {
+			t.Fatalf("want one agent Service, got %d", len(agent.Services))
+		}
+		svc := agent.Services[0].Object
+		data, err := fileFromEnv(agent, svc, "CONFIG_FILE")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := envValue(svc.Spec.Template.Spec.Containers[0], "CLUSTER")
+		if _, err := latency.LoadFile(writeTemp(t, "config.yaml", data), cluster); err != nil {
+			t.Errorf("latency agent refuses its configuration: %v", err)
+		}
+	})
+}
+
+// envLine matches a flag line of a function's --help: `  --name  [env NAME] ...`.
+var envLine = regexp.MustCompile(`(?m)^\s+--[a-z0-9-]+\s+\[env ([A-Z0-9_]+)\]`)
+
+// TestEnvNamesAreFlags builds every function deployed and checks, against its --help, that each
+// environment variable a manifest sets is one the function reads: a misspelt variable is ignored
+// silently at run time and the function runs on its default.
+func TestEnvNamesAreFlags(t *testing.T) {
+	type use struct {
+		where string
+		c     corev1.Container
+	}
+	uses := map[string][]use{}
+	seen := map[string]bool{} // deploy/ is in two sets: check each file once
+	for _, s := range allSets(t) {
+		for _, it := range s.Services {
+			if seen[it.Source.String()] {
+				continue
+			}
+			seen[it.Source.String()] = true
+			for _, c := range it.Object.Spec.Template.Spec.Containers {
+				if fn := functionName(c.Image); fn != "" {
+					uses[fn] = append(uses[fn], use{it.Source.String(), c})
+				}
+			}
+		}
+	}
+	present := goList(t, prefixed(sortedKeys(uses))...)
+	var build []string
+	for _, fn := range sortedKeys(uses) {
+		if p, ok := present[koPrefix+fn]; ok && p.Error == nil && p.Name == "main" {
+			build = append(build, koPrefix+fn)
+		} else {
+			t.Errorf("%s is not built yet: its env is unchecked (TestKoImagesAreMainPackages says why)", fn)
+		}
+	}
+	if len(build) == 0 {
+		t.Fatal("no function to build")
+	}
+	bin := t.TempDir()
+	cmd := exec.Command("go", append([]string{"build", "-o", bin + string(filepath.Separator)}, build...)...)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, p := range build {
+		fn := strings.TrimPrefix(p, koPrefix)
+		t.Run(fn, func(t *testing.T) {
+			out, err := exec.Command(filepath.Join(bin, fn), "--help").CombinedOutput()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			known := map[string]bool{}
+			for _, m := range envLine.FindAllStringSubmatch(string(out), -1) {
+				known[m[1]] = true
+			}
+			if !known["PORT"] {
+				t.Fatalf("--help lists no [env PORT]; output:\n%s", out)
+			}
+			for _, u := range uses[fn] {
+				for _, e := range u.c.Env {
+					if !known[e.Name] {
+						t.Errorf("%s: env %s is not a flag of %s (it reads %v)", u.where, e.Name, fn, sortedKeys(known))
+					}
+				}
+			}
+		})
+	}
+}
+
+func prefixed(names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, koPrefix+n)
+	}
+	return out
+}
