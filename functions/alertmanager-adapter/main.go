@@ -11,14 +11,13 @@ import (
 	"fmt"
 	"time"
 
-
 	"github.com/scoreflow/scoreflow/pkg/alertmanager"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
 type config struct {
-	sender            func() (*function.Sender, error)
-	adapter           alertmanager.Options
+	sender  func() (*function.Sender, error)
+	adapter alertmanager.Options
 }
 
 func newFunction() (*function.Function, *config) {

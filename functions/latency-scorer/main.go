@@ -1,0 +1,49 @@
+// Command latency-scorer scores clusters by HTTP latency measured on fresh connections. On the hub
+// it answers PingSource events (data: its configuration) with one score.updated; with --cluster it
+// runs on that managed cluster, measures every --interval and sends the scores to K_SINK. See
+// package github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
+)
+
+func main() {
+	fn := function.New("latency-scorer", "scores clusters by mean HTTP latency (fresh connection per run; lower is better), from PingSource data on the hub or, with --cluster, on a managed cluster sending to K_SINK")
+	cluster := fn.Flags.String("cluster", "", "agent mode: the managed cluster this runs on; it measures from there every --interval and sends score.updated to K_SINK (empty: hub mode, PingSource events only)")
+	configFile := fn.Flags.String("config-file", "", "agent mode: configuration file, JSON or YAML like the PingSource data (a mounted ConfigMap; re-read every round)")
+	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
+	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
+
+	fn.Main(func(ctx context.Context) error {
+		s := latency.New(*cluster, fn.Log, fn.Registry)
+		if *cluster != "" {
+			if err := contract.ValidateClusterName(*cluster); err != nil {
+				return err
+			}
+			if *configFile == "" {
+				return errors.New("agent mode (--cluster) needs --config-file")
+			}
+			if *interval <= 0 {
+				return errors.New("--interval must be positive")
+			}
+			if _, err := latency.LoadFile(*configFile, *cluster); err != nil {
+				return err
+			}
+			sender, err := newSender()
+			if err != nil {
+				return err
+			}
+			a := &latency.Agent{Scorer: s, ConfigFile: *configFile, Interval: *interval, Sender: sender, Source: fn.Source() + "/" + *cluster}
+			go a.Run(ctx)
+		}
+		return fn.Serve(ctx, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil)
+	})
+}

@@ -1,0 +1,244 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/localhub"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+)
+
+var managedClusters = schema.GroupVersionResource{Group: clusterv1.GroupName, Version: "v1", Resource: "managedclusters"}
+
+// apiServerSourceEvent builds the CloudEvent a Knative ApiServerSource (mode Resource) sends for
+// a watched object, as knative.dev/eventing v0.50.0 pkg/adapter/apiserver/events does: type by
+// watch event, source the API server URL, subject a self link, kind/apiversion/name/namespace
+// extensions, the object as JSON data; its client adds a UUID id and the send time.
+func apiServerSourceEvent(t *testing.T, typ, apiServer string, obj *unstructured.Unstructured) event.Event {
+	t.Helper()
+	e := cloudevents.NewEvent(cloudevents.VersionV1)
+	e.SetType(typ)
+	e.SetSource(apiServer)
+	e.SetSubject("/apis/" + obj.GetAPIVersion() + "/namespaces/" + obj.GetNamespace() + "/managedclusters/" + obj.GetName())
+	e.SetExtension("kind", obj.GetKind())
+	e.SetExtension("apiversion", obj.GetAPIVersion())
+	e.SetExtension("name", obj.GetName())
+	e.SetExtension("namespace", obj.GetNamespace())
+	if err := e.SetData(cloudevents.ApplicationJSON, obj); err != nil {
+		t.Fatal(err)
+	}
+	e.SetID(uuid.NewString())
+	e.SetTime(time.Now())
+	return e
+}
+
+// post sends e over HTTP to url and returns the status and reply.
+func post(t *testing.T, url string, e event.Event) (int, *event.Event) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	msg := cehttp.NewMessageFromHttpResponse(resp)
+	if msg.ReadEncoding() == binding.EncodingUnknown {
+		return resp.StatusCode, nil
+	}
+	reply, err := binding.ToEvent(context.Background(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, reply
+}
+
+var watchTypes = map[watch.EventType]string{watch.Added: TypeAdd, watch.Modified: TypeUpdate, watch.Deleted: TypeDelete}
+
+// TestHealthFromHubEvents drives a ManagedCluster on a real hub (etcd and kube-apiserver with the
+// OCM CRDs) through its life, turns each watch event into the event an ApiServerSource sends,
+// and checks the health-scorer's reply over HTTP.
+func TestHealthFromHubEvents(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dyn := dynamic.NewForConfigOrDie(hub.Config)
+	w, err := dyn.Resource(managedClusters).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	fn := function.New("health-scorer", "test")
+	logs := &bytes.Buffer{}
+	s := &Scorer{Resource: "cluster-health", ScoreName: "health", Log: slog.New(slog.NewJSONHandler(logs, nil))}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
+	defer srv.Close()
+
+	mcs := hub.Cluster.ClusterV1().ManagedClusters()
+	const name = "dr-east"
+	get := func() *clusterv1.ManagedCluster {
+		mc, err := mcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mc
+	}
+	conds := func(mc *clusterv1.ManagedCluster, cs ...metav1.Condition) {
+		mc.Status.Conditions = cs
+		if _, err := mcs.UpdateStatus(ctx, mc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cond := func(typ string, st metav1.ConditionStatus, reason string, ago time.Duration) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: st, Reason: reason, LastTransitionTime: metav1.NewTime(time.Now().Add(-ago))}
+	}
+	accepted := cond(clusterv1.ManagedClusterConditionHubAccepted, metav1.ConditionTrue, "HubClusterAdminAccepted", time.Hour)
+	joined := cond(clusterv1.ManagedClusterConditionJoined, metav1.ConditionTrue, "ManagedClusterJoined", time.Hour)
+	available := cond(clusterv1.ManagedClusterConditionAvailable, metav1.ConditionTrue, "ManagedClusterAvailable", time.Hour)
+
+	steps := []struct {
+		name  string
+		do    func()
+		watch watch.EventType
+		state string
+		score float64
+	}{
+		{"registered, not yet accepted", func() {
+			if err := hub.AddCluster(ctx, name, nil); err != nil {
+				t.Fatal(err)
+			}
+		}, watch.Added, StateNotAccepted, -90},
+		{"accepted", func() { conds(get(), accepted) }, watch.Modified, StateNotJoined, -80},
+		{"joined and available", func() { conds(get(), accepted, joined, available) }, watch.Modified, StateHealthy, 100},
+		{"clock drift", func() {
+			conds(get(), accepted, joined, available, cond(clusterv1.ManagedClusterConditionClockSynced, metav1.ConditionFalse, "ManagedClusterClockOutOfSync", 0))
+		}, watch.Modified, StateClockNotSynced, 70},
+		// The hub's lease controller marks a cluster Unknown once its lease is 5 periods stale.
+		// Here the lease is 60 s and the transition 10.5 min ago: 10 periods, -40-10.
+		{"lease stopped", func() {
+			conds(get(), accepted, joined, cond(clusterv1.ManagedClusterConditionAvailable, metav1.ConditionUnknown, "ManagedClusterLeaseUpdateStopped", 10*time.Minute+30*time.Second))
+		}, watch.Modified, StateUnreachable, -50},
+		{"lease 30s: 21 periods", func() {
+			mc := get()
+			mc.Spec.LeaseDurationSeconds = 30
+			if _, err := mcs.Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, watch.Modified, StateUnreachable, -61},
+		{"agent reports unhealthy", func() {
+			conds(get(), accepted, joined, cond(clusterv1.ManagedClusterConditionAvailable, metav1.ConditionFalse, "ManagedClusterKubeAPIServerUnavailable", 0))
+		}, watch.Modified, StateUnavailable, -60},
+		{"recovered", func() { conds(get(), accepted, joined, available) }, watch.Modified, StateHealthy, 100},
+		{"hub revokes acceptance", func() {
+			mc := get()
+			mc.Spec.HubAcceptsClient = false
+			if _, err := mcs.Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, watch.Modified, StateNotAccepted, -90},
+		{"deletion starts (a finalizer holds it)", func() {
+			mc := get()
+			mc.Finalizers = []string{clusterv1.ManagedClusterFinalizer}
+			if _, err := mcs.Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, w, watch.Modified) // the finalizer's own update
+			if err := mcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, watch.Modified, StateDeleting, -100},
+		{"deleted", func() {
+			mc := get()
+			mc.Finalizers = nil
+			if _, err := mcs.Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, watch.Deleted, StateDeleted, -100},
+	}
+	for _, st := range steps {
+		st.do()
+		obj := waitFor(t, w, st.watch)
+		in := apiServerSourceEvent(t, watchTypes[st.watch], hub.Config.Host, obj)
+		status, reply := post(t, srv.URL, in)
+		if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
+			t.Fatalf("%s: status %d reply %v", st.name, status, reply)
+		}
+		su, err := contract.DecodeScoreUpdated(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(su.Items) != 1 || su.Items[0].Cluster != name || su.Resource != "cluster-health" ||
+			len(su.Items[0].Scores) != 1 || su.Items[0].Scores[0].Name != "health" || su.Items[0].Scores[0].Value != st.score {
+			t.Errorf("%s: reply %+v, want %s health %v", st.name, su, name, st.score)
+		}
+		if !reply.Time().Equal(in.Time()) {
+			t.Errorf("%s: reply time %s, want the event's %s", st.name, reply.Time(), in.Time())
+		}
+		if su.ValidUntil == nil || su.ValidUntil.Sub(in.Time()) != UntilNextChange {
+			t.Errorf("%s: validUntil %v, want event time + %s", st.name, su.ValidUntil, UntilNextChange)
+		}
+		if !strings.Contains(logs.String(), `"state":"`+st.state+`"`) {
+			t.Errorf("%s: state %s not logged:\n%s", st.name, st.state, logs)
+		}
+		logs.Reset()
+	}
+
+	// An ApiServerSource that also watches namespaces: refused, with the reason.
+	ns, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, reply := post(t, srv.URL, apiServerSourceEvent(t, TypeUpdate, hub.Config.Host, ns))
+	if f, err := contract.DecodeFailure(reply); status != http.StatusBadRequest || err != nil || f.Reason != contract.ReasonInvalidData || !strings.Contains(f.Message, "managedclusters only") {
+		t.Errorf("a Namespace event: status %d, failure %+v %v", status, f, err)
+	}
+}
+
+// waitFor returns the object of the next watch event, which must be of type want.
+func waitFor(t *testing.T, w watch.Interface, want watch.EventType) *unstructured.Unstructured {
+	t.Helper()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("watch closed")
+		}
+		if ev.Type != want {
+			t.Fatalf("watch event %s, want %s", ev.Type, want)
+		}
+		return ev.Object.(*unstructured.Unstructured)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s watch event within 30s", want)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package health
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+)
+
+func serve(t *testing.T, s *Scorer) string {
+	t.Helper()
+	s.Log = slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil))
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("health-scorer", "test")
+	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+const healthy = `{"apiVersion":"cluster.open-cluster-management.io/v1","kind":"ManagedCluster","metadata":{"name":"c1","resourceVersion":"7"},
+"spec":{"hubAcceptsClient":true,"leaseDurationSeconds":60},"status":{"conditions":[
+{"type":"HubAcceptedManagedCluster","status":"True","reason":"x","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"},
+{"type":"ManagedClusterJoined","status":"True","reason":"x","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"},
+{"type":"ManagedClusterConditionAvailable","status":"True","reason":"x","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}],
+"version":{"kubernetes":"v1.35.0"}}}`
+
+func rawEvent(t *testing.T, typ, data string, at time.Time) event.Event {
+	t.Helper()
+	e := cloudevents.NewEvent()
+	e.SetID("1")
+	e.SetSource("https://10.96.0.1:443")
+	e.SetType(typ)
+	if !at.IsZero() {
+		e.SetTime(at)
+	}
+	if err := e.SetData(cloudevents.ApplicationJSON, []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestValidForFlag(t *testing.T) {
+	url := serve(t, &Scorer{Resource: "dr-health", ScoreName: "up", ValidFor: time.Hour})
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	status, reply := post(t, url, rawEvent(t, TypeAdd, healthy, at))
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	su, err := contract.DecodeScoreUpdated(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if su.Resource != "dr-health" || su.Items[0].Scores[0].Name != "up" || su.Items[0].Scores[0].Value != 100 ||
+		su.ValidUntil == nil || !su.ValidUntil.Equal(at.Add(time.Hour)) || !reply.Time().Equal(at) {
+		t.Errorf("reply %+v at %s, want dr-health/up 100 valid until %s", su, reply.Time(), at.Add(time.Hour))
+	}
+}
+
+func TestEventWithoutTimeIsScoredAsOfReceipt(t *testing.T) {
+	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health"})
+	before := time.Now()
+	status, reply := post(t, url, rawEvent(t, TypeUpdate, healthy, time.Time{}))
+	if status != http.StatusOK || reply.Time().Before(before.Truncate(time.Second)) || time.Since(reply.Time()) > 5*time.Second {
+		t.Errorf("status %d, reply time %s, want about now", status, reply.Time())
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health"})
+	tests := []struct {
+		name, typ, data string
+		reason          contract.Reason
+		want            string
+	}{
+		{"reference mode", TypeRefUpdate, `{"kind":"ManagedCluster","name":"c1","apiVersion":"cluster.open-cluster-management.io/v1"}`, contract.ReasonBadConfig, "mode to Resource"},
+		{"not JSON", TypeAdd, `cluster c1`, contract.ReasonInvalidData, "not a ManagedCluster"},
+		{"another kind", TypeAdd, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"c1"}}`, contract.ReasonInvalidData, "Namespace"},
+		{"another group", TypeAdd, `{"apiVersion":"example.com/v1","kind":"ManagedCluster","metadata":{"name":"c1"}}`, contract.ReasonInvalidData, "example.com"},
+		{"name that is no cluster namespace", TypeDelete, strings.Replace(healthy, `"name":"c1"`, `"name":"kube-system"`, 1), contract.ReasonUnknownCluster, "kube-system"},
+		{"another event type", contract.TypePing, healthy, contract.ReasonWrongType, "dev.knative.sources.ping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := post(t, url, rawEvent(t, tt.typ, tt.data, time.Now()))
+			if status != http.StatusBadRequest || reply == nil {
+				t.Fatalf("status %d reply %v, want 400 with score.failed", status, reply)
+			}
+			f, err := contract.DecodeFailure(reply)
+			if err != nil || f.Reason != tt.reason || f.Retriable || !strings.Contains(f.Message, tt.want) {
+				t.Errorf("failure %+v %v, want %s mentioning %q", f, err, tt.reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestScorerValidate(t *testing.T) {
+	for _, s := range []Scorer{
+		{Resource: "Cluster_Health", ScoreName: "health"},
+		{Resource: "cluster-health", ScoreName: "a b"},
+		{Resource: "cluster-health", ScoreName: "health", ValidFor: -time.Second},
+	} {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%+v accepted", s)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package latency
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+)
+
+// scorerServer serves the latency scorer's real HTTP surface (hub mode) and returns its URL and
+// the buffer its logs go to.
+func scorerServer(t *testing.T) (string, *bytes.Buffer) {
+	t.Helper()
+	fn := function.New("latency-scorer", "test")
+	logs := &bytes.Buffer{}
+	s := New("", slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), fn.Registry)
+	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil))
+	t.Cleanup(srv.Close)
+	return srv.URL, logs
+}
+
+// ping posts a PingSource event with data to url and returns the HTTP status and the reply event.
+func ping(t *testing.T, url, data string) (int, *event.Event) {
+	t.Helper()
+	e := cloudevents.NewEvent()
+	e.SetID("ping-1")
+	e.SetSource("/apis/v1/namespaces/scoreflow/pingsources/latency")
+	e.SetType(contract.TypePing)
+	if err := e.SetData(cloudevents.ApplicationJSON, []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	msg := cehttp.NewMessageFromHttpResponse(resp)
+	if msg.ReadEncoding() == binding.EncodingUnknown {
+		return resp.StatusCode, nil
+	}
+	reply, err := binding.ToEvent(context.Background(), msg)
+	if err != nil {
+		t.Fatalf("reply is not a CloudEvent: %v", err)
+	}
+	return resp.StatusCode, reply
+}
+
+// scores flattens a score.updated reply to cluster/name -> value.
+func scores(t *testing.T, e *event.Event) map[string]float64 {
+	t.Helper()
+	su, err := contract.DecodeScoreUpdated(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := su.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, it := range su.Items {
+		for _, s := range it.Scores {
+			out[it.Cluster+"/"+s.Name] = s.Value
+		}
+	}
+	return out
+}
+
+func TestPingHubMode(t *testing.T) {
+	url, logs := scorerServer(t)
+	fast := newServer(t, 0, http.StatusOK, false)
+	mid := newServer(t, 150*time.Millisecond, http.StatusOK, false)
+	slow := newServer(t, 300*time.Millisecond, http.StatusOK, false)
+	linear := newServer(t, 200*time.Millisecond, http.StatusOK, false)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	entry := func(name, cluster, u string) string {
+		return fmt.Sprintf(`{"name":%q,"cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"10ms","timeout":"2s"}`, name, cluster, u)
+	}
+
+	t.Run("minmax across clusters, unreachable target left out", func(t *testing.T) {
+		data := `{"resource":"latency","normalize":{"method":"minmax"},"latencies":[` +
+			entry("ingress", "fast", fast.URL) + `,` + entry("ingress", "mid", mid.URL) + `,` + entry("ingress", "slow", slow.URL) + `,` +
+			entry("ingress", "gone", closed.URL+"/?token=s3cret") + `]}`
+		status, reply := ping(t, url, data)
+		if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
+			t.Fatalf("status %d reply %v", status, reply)
+		}
+		got := scores(t, reply)
+		// minmax: fastest 100, slowest -100; mid (150 ms of 0..300 ms) about 0, give or take
+		// 80 ms of noise on either end: 200*80/300 = 53 points at worst; 25 here in practice.
+		if got["fast/ingress"] != 100 || got["slow/ingress"] != -100 {
+			t.Errorf("scores %v: want fast 100, slow -100", got)
+		}
+		if v, ok := got["mid/ingress"]; !ok || v < -50 || v > 50 {
+			t.Errorf("mid = %v (present %v), want about 0", v, ok)
+		}
+		if _, ok := got["gone/ingress"]; ok || len(got) != 3 {
+			t.Errorf("scores %v: the unreachable cluster must have no score", got)
+		}
+		if !strings.Contains(logs.String(), `"cluster":"gone"`) || !strings.Contains(logs.String(), "connect") {
+			t.Errorf("the failure of cluster gone is not logged with its phase:\n%s", logs)
+		}
+		if strings.Contains(logs.String(), "s3cret") {
+			t.Errorf("a URL query reached the logs:\n%s", logs)
+		}
+	})
+
+	t.Run("linear in milliseconds", func(t *testing.T) {
+		// 200 ms on 0..1000 ms, lower is better: 100 - 200*200/1000 = 60. Noise only adds latency,
+		// so the score is at most 60; 50 ms of noise would make it 50.
+		data := `{"resource":"latency","normalize":{"method":"linear","min":0,"max":1000},"latencies":[` + entry("api", "c1", linear.URL) + `]}`
+		status, reply := ping(t, url, data)
+		if status != http.StatusOK {
+			t.Fatalf("status %d reply %v", status, reply)
+		}
+		if v := scores(t, reply)["c1/api"]; v > 60 || v < 50 {
+			t.Errorf("c1/api = %v, want 50..60", v)
+		}
+	})
+
+	t.Run("every target failing is a retriable failure naming each", func(t *testing.T) {
+		data := `{"resource":"latency","latencies":[` + entry("a", "c1", closed.URL) + `,` + entry("b", "c2", "http://user:hunter2@"+strings.TrimPrefix(closed.URL, "http://")) + `]}`
+		status, reply := ping(t, url, data)
+		if status != http.StatusServiceUnavailable || reply == nil {
+			t.Fatalf("status %d reply %v, want 503 with score.failed", status, reply)
+		}
+		f, err := contract.DecodeFailure(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Reason != contract.ReasonMetricsUnavailable || !f.Retriable || !strings.Contains(f.Message, "a (cluster c1") || !strings.Contains(f.Message, "b (cluster c2") {
+			t.Errorf("failure = %+v", f)
+		}
+		if strings.Contains(f.Message, "hunter2") || strings.Contains(logs.String(), "hunter2") {
+			t.Errorf("a password leaked: %s", f.Message)
+		}
+	})
+
+	for _, tt := range []struct{ name, data, want string }{
+		{"hub entry without cluster", `{"resource":"latency","latencies":[{"name":"a","url":"http://x"}]}`, "required on the hub"},
+		{"misspelt field", `{"resource":"latency","latencies":[{"name":"a","url":"http://x","cluster":"c1","run":2}]}`, "run"},
+		{"not JSON", `latencies: []`, "not valid JSON"},
+	} {
+		t.Run("bad config: "+tt.name, func(t *testing.T) {
+			status, reply := ping(t, url, tt.data)
+			if status != http.StatusBadRequest || reply == nil {
+				t.Fatalf("status %d reply %v, want 400 with score.failed", status, reply)
+			}
+			f, err := contract.DecodeFailure(reply)
+			if err != nil || f.Reason != contract.ReasonBadConfig || f.Retriable || !strings.Contains(f.Message, tt.want) {
+				t.Errorf("failure = %+v, %v; want BadConfig mentioning %q", f, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestScoresAreGroupedPerCluster(t *testing.T) {
+	a := newServer(t, 0, http.StatusOK, false)
+	b := newServer(t, 100*time.Millisecond, http.StatusOK, false)
+	cfg := Config{Resource: "latency", Latencies: []Target{
+		{Name: "x", Cluster: "c2", URL: a.URL, Runs: 1},
+		{Name: "y", Cluster: "c2", URL: b.URL, Runs: 1},
+		{Name: "x", Cluster: "c1", URL: b.URL, Runs: 1},
+	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(""); err != nil {
+		t.Fatal(err)
+	}
+	s := New("", slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), prometheus.NewRegistry())
+	res, err := s.Evaluate(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(res.Scores.Items)
+	// One item per cluster, sorted; names sorted within; one score per entry.
+	if len(res.Scores.Items) != 2 || res.Scores.Items[0].Cluster != "c1" || len(res.Scores.Items[1].Scores) != 2 ||
+		res.Scores.Items[1].Scores[0].Name != "x" || res.Scores.Items[1].Scores[1].Name != "y" {
+		t.Errorf("items = %s", b2)
+	}
+	if time.Since(res.Observed) > time.Second || res.Observed.After(time.Now()) {
+		t.Errorf("observed %s, want just now", res.Observed)
+	}
+}
