@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scoreflow/scoreflow/pkg/promlocal"
 )
 
 // MainEnv, when set, makes a function's test binary run the function's main instead of its tests.
@@ -41,15 +43,15 @@ func Exec(t testing.TB, args ...string) (string, int) {
 // fails the test unless the function drains and exits 0.
 func RunMain(t testing.TB, args ...string) string {
 	t.Helper()
-	port, err := freePort()
+	port, err := promlocal.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &promlocal.LockedBuffer{}
 	cmd := exec.Command(os.Args[0], append([]string{"--address=127.0.0.1", fmt.Sprintf("--port=%d", port)}, args...)...)
 	cmd.Env = append(os.Environ(), MainEnv+"=1")
 	cmd.Stdout, cmd.Stderr = out, out
-	dieWithParent(cmd)
+	promlocal.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,12 @@
-package promtest
+package promlocal
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// dieWithParent kills the child if the test binary dies first (a test timeout's panic, say), so no
+// DieWithParent kills the child if the test binary dies first (a test timeout's panic, say), so no
 // Prometheus outlives its test on a shared machine.
-func dieWithParent(cmd *exec.Cmd) {
+func DieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

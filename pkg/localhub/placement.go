@@ -1,0 +1,152 @@
+package localhub
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+
+	"github.com/scoreflow/scoreflow/pkg/tools"
+)
+
+// ClusterSetLabel puts a ManagedCluster in a ManagedClusterSet.
+const ClusterSetLabel = clusterv1beta2.ClusterSetLabel
+
+// PlacementController is the real OCM placement controller (open-cluster-management.io/ocm
+// cmd/placement, built by `make tools`) running against the hub.
+type PlacementController struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// StartPlacementController runs the placement controller with the hub's admin kubeconfig. Its logs
+// go to out (nil: discarded).
+func (h *Hub) StartPlacementController(out io.Writer) (*PlacementController, error) {
+	bin, err := tools.Path(tools.Placement)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(h.dir, "placement.kubeconfig")
+	if err := h.WriteKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+	listen, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	cmd := exec.Command(bin, "controller", "--kubeconfig", kubeconfig, "--disable-leader-election",
+		"--namespace", "open-cluster-management-hub", "--listen", listen)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, and killed if we die first, so no controller outlives a test or run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start placement controller: %w", err)
+	}
+	pc := &PlacementController{cmd: cmd, done: make(chan error, 1)}
+	go func() { pc.done <- cmd.Wait() }()
+	return pc, nil
+}
+
+// Stop terminates the controller and waits for it.
+func (pc *PlacementController) Stop() error {
+	_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-pc.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGKILL)
+		<-pc.done
+	}
+	return nil
+}
+
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// AddClusterSet creates a ManagedClusterSet selecting clusters by ClusterSetLabel and binds it to
+// namespace (created if missing), so Placements there can choose among its clusters.
+func (h *Hub) AddClusterSet(ctx context.Context, set, namespace string) error {
+	if _, err := h.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err := h.Cluster.ClusterV1beta2().ManagedClusterSets().Create(ctx, &clusterv1beta2.ManagedClusterSet{
+		ObjectMeta: metav1.ObjectMeta{Name: set},
+		Spec: clusterv1beta2.ManagedClusterSetSpec{ClusterSelector: clusterv1beta2.ManagedClusterSelector{
+			SelectorType: clusterv1beta2.ExclusiveClusterSetLabel,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = h.Cluster.ClusterV1beta2().ManagedClusterSetBindings(namespace).Create(ctx, &clusterv1beta2.ManagedClusterSetBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: namespace},
+		Spec:       clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// ScorePlacement is a Placement that picks the n clusters with the highest AddOn score
+// resource/score from the given cluster set (prioritizer mode Exact: only that score counts).
+func ScorePlacement(namespace, name, set, resource, score string, n int32) *clusterv1beta1.Placement {
+	return &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: clusterv1beta1.PlacementSpec{
+			ClusterSets:      []string{set},
+			NumberOfClusters: &n,
+			PrioritizerPolicy: clusterv1beta1.PrioritizerPolicy{
+				Mode: clusterv1beta1.PrioritizerPolicyModeExact,
+				Configurations: []clusterv1beta1.PrioritizerConfig{{
+					ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{
+						Type:  clusterv1beta1.ScoreCoordinateTypeAddOn,
+						AddOn: &clusterv1beta1.AddOnScore{ResourceName: resource, ScoreName: score},
+					},
+					Weight: 1,
+				}},
+			},
+		},
+	}
+}
+
+// Decision returns the clusters a Placement currently decides on, sorted, from its
+// PlacementDecisions.
+func (h *Hub) Decision(ctx context.Context, namespace, placement string) ([]string, error) {
+	list, err := h.Cluster.ClusterV1beta1().PlacementDecisions(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: clusterv1beta1.PlacementLabel + "=" + placement,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range list.Items {
+		for _, c := range d.Status.Decisions {
+			out = append(out, c.ClusterName)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Dir is a scratch directory that lives as long as the hub.
+func (h *Hub) Dir() string { return h.dir }

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package promtest
-
-import "os/exec"
-
-func dieWithParent(*exec.Cmd) {}
