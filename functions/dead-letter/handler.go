@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+)
+
+// The extensions a Knative broker adds to a dead-lettered event (knative.dev/eventing
+// pkg/kncloudevents/attributes; spelled out here so the function does not link Knative).
+const (
+	extErrorDest = "knativeerrordest"
+	extErrorCode = "knativeerrorcode"
+	extErrorData = "knativeerrordata"
+)
+
+// sender delivers an event to the broker.
+type sender interface {
+	Send(ctx context.Context, e event.Event) error
+}
+
+type handler struct {
+	source  string
+	send    sender
+	log     *slog.Logger
+	reports *prometheus.CounterVec
+}
+
+func newHandler(source string, s sender, log *slog.Logger, reg prometheus.Registerer) *handler {
+	h := &handler{source: source, send: s, log: log, reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scoreflow_dead_letters_total",
+		Help: "Dead-lettered events received, by outcome: reported (write.failed sent), send_failed (answered 503) or own_report (not re-reported).",
+	}, []string{"outcome"})}
+	reg.MustRegister(h.reports)
+	return h
+}
+
+func (h *handler) handle(ctx context.Context, e event.Event) function.Response {
+	attrs := []any{"id", e.ID(), "type", e.Type(), "source", e.Source(), "code", ext(e, extErrorCode), "dest", ext(e, extErrorDest)}
+	// A write.failed of ours that could not be delivered in turn is logged, not reported
+	// again: a report about a report could go round for ever.
+	if e.Type() == contract.TypeWriteFailed && e.Source() == h.source {
+		h.reports.WithLabelValues("own_report").Inc()
+		h.log.Warn("own write.failed was dead-lettered; not reported again", attrs...)
+		return function.Response{Status: http.StatusAccepted}
+	}
+	out := contract.NewWriteResult(h.source, report(e))
+	if err := h.send.Send(ctx, out); err != nil {
+		h.reports.WithLabelValues("send_failed").Inc()
+		h.log.Error("could not report dead-lettered event", append(attrs, "err", err)...)
+		return function.Response{Status: http.StatusServiceUnavailable}
+	}
+	h.reports.WithLabelValues("reported").Inc()
+	h.log.Info("dead-lettered event reported", append(attrs, "report", out.ID())...)
+	return function.Response{Status: http.StatusAccepted}
+}
+
+// report is the write.failed data for a dead-lettered event: never retriable, since the broker
+// has already spent its retries.
+func report(e event.Event) contract.WriteResult {
+	return contract.WriteResult{
+		Input:    contract.EventRef{Source: e.Source(), ID: e.ID(), Type: e.Type()},
+		Resource: resourceOf(e),
+		Reason:   contract.ReasonDeadLettered,
+		Message:  message(e),
+	}
+}
+
+// message says where delivery failed, with what status, and what the destination answered.
+func message(e event.Event) string {
+	dest, code := ext(e, extErrorDest), ext(e, extErrorCode)
+	if dest == "" && code == "" {
+		return "dead-lettered without the broker's knativeerror* extensions"
+	}
+	msg := fmt.Sprintf("delivery to %s failed with HTTP %s", orUnknown(dest), orUnknown(code))
+	if data := errorData(ext(e, extErrorData)); data != "" {
+		msg += ": " + data
+	}
+	return msg
+}
+
+// errorData decodes knativeerrordata: base64 of the failed answer's body, cut by the broker. Data
+// that is not base64 is kept as it is.
+func errorData(raw string) string {
+	b, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		b = []byte(raw)
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// resourceOf names the AddOnPlacementScore a dead-lettered score.updated was for. The data is
+// read leniently: it may have been dead-lettered precisely because it is invalid.
+func resourceOf(e event.Event) string {
+	if e.Type() != contract.TypeScoreUpdated {
+		return ""
+	}
+	var d struct {
+		Resource string `json:"resource"`
+	}
+	if json.Unmarshal(e.Data(), &d) != nil || contract.ValidateResourceName(d.Resource) != nil {
+		return ""
+	}
+	return d.Resource
+}
+
+func ext(e event.Event, name string) string {
+	v, ok := e.Extensions()[name]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
+}
