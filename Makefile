@@ -33,6 +33,10 @@ build: ## Compile every package and put each function and the CLI in bin/.
 	@if [ -d cmd/scoreflow ]; then $(GO) build -trimpath -o bin/scoreflow ./cmd/scoreflow; fi
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
+.PHONY: run
+run: tools build ## Run the whole flow locally: hub, placement controller, Prometheus with demo data, broker, every function. Ctrl-C stops it.
+	bin/scoreflow run
+
 .PHONY: test
 test: tools lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

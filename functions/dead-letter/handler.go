@@ -67,13 +67,42 @@ func (h *handler) handle(ctx context.Context, e event.Event) function.Response {
 
 // report is the write.failed data for a dead-lettered event: never retriable, since the broker
 // has already spent its retries.
+// When the destination refused the event with one of scoreflow's own answers (a write.failed or
+// score.failed body), its reason and per-item outcomes are carried over, so the report says
+// OutOfRange or BadConfig rather than only "HTTP 422".
 func report(e event.Event) contract.WriteResult {
-	return contract.WriteResult{
+	r := contract.WriteResult{
 		Input:    contract.EventRef{Source: e.Source(), ID: e.ID(), Type: e.Type()},
 		Resource: resourceOf(e),
 		Reason:   contract.ReasonDeadLettered,
 		Message:  message(e),
 	}
+	if ans, ok := refusal(e); ok {
+		r.Items = ans.Items
+		if ans.Resource != "" {
+			r.Resource = ans.Resource
+		}
+	}
+	return r
+}
+
+// answer is the part of a write result or failure the destination may have sent back.
+type answer struct {
+	Input    contract.EventRef     `json:"input"`
+	Resource string                `json:"resource"`
+	Reason   contract.Reason       `json:"reason"`
+	Message  string                `json:"message"`
+	Items    []contract.ItemResult `json:"items"`
+}
+
+// refusal decodes knativeerrordata as scoreflow's answer to e. A body cut by the broker, or any
+// other body, is not one.
+func refusal(e event.Event) (answer, bool) {
+	var a answer
+	if json.Unmarshal([]byte(errorData(ext(e, extErrorData))), &a) != nil || a.Input.ID != e.ID() || a.Input.Source != e.Source() {
+		return answer{}, false
+	}
+	return a, true
 }
 
 // message says where delivery failed, with what status, and what the destination answered.
@@ -83,6 +112,13 @@ func message(e event.Event) string {
 		return "dead-lettered without the broker's knativeerror* extensions"
 	}
 	msg := fmt.Sprintf("delivery to %s failed with HTTP %s", orUnknown(dest), orUnknown(code))
+	if a, ok := refusal(e); ok {
+		reason, text := a.Reason, a.Message
+		if reason == "" && len(a.Items) > 0 {
+			reason, text = a.Items[0].Reason, a.Items[0].Message
+		}
+		return msg + ": refused: " + string(reason) + ": " + text
+	}
 	if data := errorData(ext(e, extErrorData)); data != "" {
 		msg += ": " + data
 	}

@@ -114,6 +114,14 @@ func TestReports(t *testing.T) {
 			"", "failed with HTTP 502: not base64!"},
 		{"no broker extensions", deadLettered(contract.TypePing, `{}`, nil),
 			"", "dead-lettered without the broker's knativeerror* extensions"},
+		// The writer refused every item (422) with its own write.failed: its reason is carried over.
+		{"refused with a scoreflow answer", deadLettered(contract.TypeScoreUpdated, `{"resource":"cpu-idle"}`, knative("422",
+			b64(`{"input":{"source":"scoreflow/promql-scorer","id":"orig-1"},"resource":"cpu-idle","items":[{"cluster":"c3","outcome":"Failed","reason":"OutOfRange","message":"150 is outside [-100, 100]"}]}`))),
+			"cpu-idle", "failed with HTTP 422: refused: OutOfRange: 150 is outside [-100, 100]"},
+		// An answer about another event is not this event's refusal.
+		{"answer about another event", deadLettered(contract.TypeScoreUpdated, `{"resource":"cpu-idle"}`, knative("422",
+			b64(`{"input":{"source":"x","id":"other"},"reason":"OutOfRange","message":"m"}`))),
+			"cpu-idle", `failed with HTTP 422: {"input":{"source":"x","id":"other"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -216,4 +217,19 @@ func (h *Hub) WaitForAPI(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// MarkAvailable sets the status conditions the hub's registration controller sets for a cluster
+// whose agent has joined and keeps its lease: accepted, joined, available. (A local hub has no
+// agents, so without this every cluster looks unreachable.)
+func (h *Hub) MarkAvailable(ctx context.Context, name string) error {
+	mc, err := h.Cluster.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, t := range []string{clusterv1.ManagedClusterConditionHubAccepted, clusterv1.ManagedClusterConditionJoined, clusterv1.ManagedClusterConditionAvailable} {
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: "LocalHub", Message: "set by scoreflow's local hub"})
+	}
+	_, err = h.Cluster.ClusterV1().ManagedClusters().UpdateStatus(ctx, mc, metav1.UpdateOptions{})
+	return err
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -127,25 +126,6 @@ func ScorePlacement(namespace, name, set, resource, score string, n int32) *clus
 			},
 		},
 	}
-}
-
-// Decision returns the clusters a Placement currently decides on, sorted, from its
-// PlacementDecisions.
-func (h *Hub) Decision(ctx context.Context, namespace, placement string) ([]string, error) {
-	list, err := h.Cluster.ClusterV1beta1().PlacementDecisions(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: clusterv1beta1.PlacementLabel + "=" + placement,
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, d := range list.Items {
-		for _, c := range d.Status.Decisions {
-			out = append(out, c.ClusterName)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // Dir is a scratch directory that lives as long as the hub.

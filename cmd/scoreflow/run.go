@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/pkg/devrun"
+)
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	root := fs.String("root", ".", "repository root: brokers/, triggers/ and deploy/ are read from it")
+	bin := fs.String("bin", "bin", "directory of the function binaries (make build)")
+	state := fs.String("state", stateDir(), "where the kubeconfig, logs and mounted files go (emptied first)")
+	addr := fs.String("broker-address", "127.0.0.1:8080", "where the local broker listens")
+	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := os.RemoveAll(*state); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var mu sync.Mutex // one writer on stdout
+	say := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(format+"\n", a...)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
+	start := time.Now()
+	s, err := devrun.Start(ctx, devrun.Options{
+		Root: *root, BinDir: *bin, StateDir: *state, BrokerAddress: *addr, Demo: true, Log: log,
+		OnEvent: func(r broker.Record) {
+			if line, ok := devrun.EventLine(r); ok && !*quiet {
+				say("%s", line)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping...")
+		s.Stop()
+		say("stopped: every process ended")
+	}()
+	say(`
+scoreflow is running (started in %s)
+  broker     %s
+  hub        kubectl --kubeconfig %s get addonplacementscores -A
+  placement  %s/%s picks the cluster with the highest %s/%s
+  logs       %s
+  send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
+Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
+Ctrl-C stops everything.
+`, time.Since(start).Round(100*time.Millisecond), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
+		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), devrun.DemoPeriod)
+
+	var lastTable, lastDecision string
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		sc, err := devrun.ReadScores(ctx, s.Hub.Cluster)
+		if err != nil {
+			continue
+		}
+		var b strings.Builder
+		sc.Write(&b)
+		if table := b.String(); table != lastTable {
+			lastTable = table
+			say("\n%s", table)
+		}
+		d, err := devrun.Decision(ctx, s.Hub.Cluster, devrun.Namespace, devrun.Placement)
+		if err != nil {
+			continue
+		}
+		if dec := strings.Join(d, ","); dec != lastDecision {
+			lastDecision = dec
+			say(">>> placement %s/%s decides: %s\n", devrun.Namespace, devrun.Placement, orNone(dec))
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no cluster yet)"
+	}
+	return s
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}

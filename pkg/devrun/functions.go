@@ -1,0 +1,241 @@
+package devrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/scoreflow/scoreflow/pkg/manifests"
+)
+
+// Function is a Knative Service from deploy/ as a local process: the binary its ko:// image names,
+// its container env with ConfigMap references resolved, and its ConfigMap volumes as files.
+type Function struct {
+	Namespace, Name string
+	Binary          string
+	Env             map[string]string
+	// Files are mounted ConfigMap contents: local path -> content.
+	Files map[string][]byte
+
+	URL  string
+	cmd  *exec.Cmd
+	done chan error
+	log  *os.File
+}
+
+// Key is namespace/name, as a broker.Services key.
+func (f *Function) Key() string { return f.Namespace + "/" + f.Name }
+
+// functionsFrom builds a Function for every Service whose image is a ko:// path of this repository.
+// Files of mounted ConfigMaps go under dir; env values that point into a mount point there instead.
+func functionsFrom(set *manifests.Set, binDir, dir string) ([]*Function, error) {
+	var out []*Function
+	for _, it := range set.Services {
+		svc := it.Object
+		f, err := functionFrom(set, svc, binDir, filepath.Join(dir, svc.Name))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", it.Source, err)
+		}
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string) (*Function, error) {
+	spec := svc.Spec.Template.Spec.PodSpec
+	if len(spec.Containers) != 1 {
+		return nil, fmt.Errorf("service %s has %d containers, want 1", svc.Name, len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	importPath, ok := manifests.KoImportPath(c.Image)
+	if !ok {
+		return nil, nil // not one of ours (cloudevents-player): not run locally
+	}
+	f := &Function{Namespace: svc.Namespace, Name: svc.Name, Binary: filepath.Join(binDir, path.Base(importPath)),
+		Env: map[string]string{}, Files: map[string][]byte{}}
+
+	mounts := map[string]string{} // mount path -> local dir
+	for _, m := range c.VolumeMounts {
+		vol := findVolume(spec.Volumes, m.Name)
+		if vol == nil || vol.ConfigMap == nil {
+			return nil, fmt.Errorf("volume %q: only ConfigMap volumes run locally", m.Name)
+		}
+		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, vol.ConfigMap.Name)
+		if !ok {
+			return nil, fmt.Errorf("volume %q: no ConfigMap %s", m.Name, vol.ConfigMap.Name)
+		}
+		local := filepath.Join(dir, m.Name)
+		mounts[m.MountPath] = local
+		for k, v := range cm.Object.Data {
+			f.Files[filepath.Join(local, k)] = []byte(v)
+		}
+	}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef == nil {
+			return nil, fmt.Errorf("envFrom: only ConfigMaps run locally")
+		}
+		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, from.ConfigMapRef.Name)
+		if !ok {
+			return nil, fmt.Errorf("envFrom: no ConfigMap %s", from.ConfigMapRef.Name)
+		}
+		for k, v := range cm.Object.Data {
+			f.Env[from.Prefix+k] = v
+		}
+	}
+	for _, e := range c.Env {
+		v, err := envValue(set, svc.Namespace, e)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		for mount, local := range mounts {
+			if v == mount || strings.HasPrefix(v, mount+"/") {
+				v = local + strings.TrimPrefix(v, mount)
+			}
+		}
+		f.Env[e.Name] = v
+	}
+	return f, nil
+}
+
+func findVolume(vols []corev1.Volume, name string) *corev1.Volume {
+	for i := range vols {
+		if vols[i].Name == name {
+			return &vols[i]
+		}
+	}
+	return nil
+}
+
+func envValue(set *manifests.Set, namespace string, e corev1.EnvVar) (string, error) {
+	switch {
+	case e.ValueFrom == nil:
+		return e.Value, nil
+	case e.ValueFrom.ConfigMapKeyRef != nil:
+		ref := e.ValueFrom.ConfigMapKeyRef
+		cm, ok := manifests.Find(set.ConfigMaps, namespace, ref.Name)
+		if !ok {
+			return "", fmt.Errorf("no ConfigMap %s", ref.Name)
+		}
+		v, ok := cm.Object.Data[ref.Key]
+		if !ok {
+			return "", fmt.Errorf("ConfigMap %s has no key %s", ref.Name, ref.Key)
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("only values and ConfigMap keys run locally")
+}
+
+// start runs f on a free local port with env (its own, then extra), logging to logDir/<name>.log,
+// and waits until /readyz answers 200.
+func (f *Function) start(ctx context.Context, extra map[string]string, logDir string, ready time.Duration) error {
+	for p, content := range f.Files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			return err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+	for k, v := range f.Env {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	env = append(env, fmt.Sprintf("PORT=%d", port), "ADDRESS=127.0.0.1")
+	if f.log, err = os.Create(filepath.Join(logDir, f.Name+".log")); err != nil {
+		return err
+	}
+	f.cmd = exec.Command(f.Binary)
+	f.cmd.Env = env
+	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
+	// Own process group, and SIGKILLed if scoreflow dies first: nothing outlives a run.
+	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := f.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w (run `make build`?)", f.Binary, err)
+	}
+	f.done = make(chan error, 1)
+	go func() { f.done <- f.cmd.Wait() }()
+	f.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return f.waitReady(ctx, ready)
+}
+
+func (f *Function) waitReady(ctx context.Context, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case err := <-f.done:
+			f.done <- err
+			return fmt.Errorf("%s exited before it was ready (%v); see %s", f.Name, err, f.log.Name())
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if resp, err := client.Get(f.URL + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s; see %s", f.Name, timeout, f.log.Name())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGTERM to the function's process group and waits, then SIGKILL. Safe to call twice.
+func (f *Function) Stop() {
+	if f.cmd == nil || f.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-f.done:
+		f.done <- err
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
+		f.done <- <-f.done
+	}
+	_ = f.log.Close()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ceOverridesJSON is K_CE_OVERRIDES as a SinkBinding sets it.
+func ceOverridesJSON(ext map[string]string) string {
+	if len(ext) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(map[string]any{"extensions": ext})
+	return string(b)
+}

@@ -1,0 +1,119 @@
+package devrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+
+	"github.com/scoreflow/scoreflow/pkg/broker"
+)
+
+// Scores is every AddOnPlacementScore on a hub: cluster -> "resource/score" -> value, and whether
+// the object's validUntil has passed (Placements then count its scores as 0).
+type Scores struct {
+	Values  map[string]map[string]int32
+	Expired map[string]bool // "cluster/resource"
+	Columns []string
+}
+
+// ReadScores lists every AddOnPlacementScore.
+func ReadScores(ctx context.Context, c clusterclient.Interface) (*Scores, error) {
+	list, err := c.ClusterV1alpha1().AddOnPlacementScores(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s := &Scores{Values: map[string]map[string]int32{}, Expired: map[string]bool{}}
+	cols := map[string]bool{}
+	for _, o := range list.Items {
+		row := s.Values[o.Namespace]
+		if row == nil {
+			row = map[string]int32{}
+			s.Values[o.Namespace] = row
+		}
+		for _, sc := range o.Status.Scores {
+			col := o.Name + "/" + sc.Name
+			row[col] = sc.Value
+			cols[col] = true
+		}
+		if vu := o.Status.ValidUntil; vu != nil && vu.Time.Before(time.Now()) {
+			s.Expired[o.Namespace+"/"+o.Name] = true
+		}
+	}
+	for c := range cols {
+		s.Columns = append(s.Columns, c)
+	}
+	sort.Strings(s.Columns)
+	return s, nil
+}
+
+// Write prints the scores as a table, one row per cluster. An expired value is marked with *.
+func (s *Scores) Write(w io.Writer) {
+	if len(s.Values) == 0 {
+		fmt.Fprintln(w, "no AddOnPlacementScores yet")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\t"+strings.Join(s.Columns, "\t"))
+	clusters := make([]string, 0, len(s.Values))
+	for c := range s.Values {
+		clusters = append(clusters, c)
+	}
+	sort.Strings(clusters)
+	for _, c := range clusters {
+		cells := []string{c}
+		for _, col := range s.Columns {
+			v, ok := s.Values[c][col]
+			switch {
+			case !ok:
+				cells = append(cells, "-")
+			case s.Expired[c+"/"+strings.SplitN(col, "/", 2)[0]]:
+				cells = append(cells, fmt.Sprintf("%d*", v))
+			default:
+				cells = append(cells, fmt.Sprint(v))
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
+}
+
+// Decision is the clusters a Placement has chosen, from its PlacementDecisions.
+func Decision(ctx context.Context, c clusterclient.Interface, namespace, placement string) ([]string, error) {
+	list, err := c.ClusterV1beta1().PlacementDecisions(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: clusterv1beta1.PlacementLabel + "=" + placement,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range list.Items {
+		for _, cd := range d.Status.Decisions {
+			out = append(out, cd.ClusterName)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// EventLine renders a broker record for a live log: events entering the broker, and anything that
+// went wrong. Deliveries that succeeded print nothing (the event that follows says enough).
+func EventLine(r broker.Record) (string, bool) {
+	ts := r.Time.Format("15:04:05.000")
+	switch r.Kind {
+	case broker.KindAccepted:
+		return fmt.Sprintf("%s  %-34s from %s", ts, r.Type, r.Source), true
+	case broker.KindPing:
+		return fmt.Sprintf("%s  %-34s from %s -> %d", ts, "dev.knative.sources.ping", r.Source, r.Status), true
+	case broker.KindRetry, broker.KindDeadLettered, broker.KindDropped, broker.KindRejected:
+		return fmt.Sprintf("%s  %-34s %s %s (status %d, attempt %d) %s", ts, r.Type, r.Kind, r.Trigger, r.Status, r.Attempts, r.Reason), true
+	}
+	return "", false
+}
