@@ -30,6 +30,7 @@ import (
 )
 
 var (
+	binDir   string // the functions and the CLI, built once
 	stack    *devrun.Stack
 	observed = &observer{}
 	loops    = &echo{}
@@ -51,7 +52,8 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(bin)
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./functions/...")
+	binDir = bin
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./functions/...", "./cmd/scoreflow")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building functions: %v\n%s", err, out)
