@@ -50,6 +50,9 @@ func TestSchemasAgreeWithValidate(t *testing.T) {
 		`{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"${a}","value":1}]}]}`,
 		`{"resource":"r","items":[{"cluster":"c1","scores":[]}]}`,
 		`{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}],"extra":1}`,
+		`{"resource":"r","neverExpires":true,"items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","neverExpires":true,"validUntil":"2030-01-01T00:00:00Z","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","neverExpires":false,"validUntil":"2030-01-01T00:00:00Z","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]}`,
 	}
 	metricDocs := []string{
 		`{"samples":[{"metric":"up","cluster":"c1","value":1,"observedAt":"2026-01-01T00:00:00Z"}]}`,

@@ -20,8 +20,12 @@ type ScoreUpdated struct {
 	// Resource is the AddOnPlacementScore name, the same in each cluster's namespace.
 	Resource string          `json:"resource"`
 	Items    []ClusterScores `json:"items"`
-	// ValidUntil, when set, is when these scores stop being valid; the writer defaults it to now+TTL.
+	// ValidUntil, when set, is when these scores stop being valid; the writer defaults it to the
+	// observation time plus its TTL.
 	ValidUntil *time.Time `json:"validUntil,omitempty"`
+	// NeverExpires keeps the scores valid until they are replaced (OCM's validUntil nil): for
+	// producers that send only on change, such as cluster health from ApiServerSource events.
+	NeverExpires bool `json:"neverExpires,omitempty"`
 }
 
 // ClusterScores is one cluster's scores within a ScoreUpdated.
@@ -60,6 +64,9 @@ func (s *ScoreUpdated) validateEnvelope() FieldErrors {
 		errs = append(errs, fieldErr(ReasonInvalidData, "items", "at least one item is required"))
 	case len(s.Items) > MaxItems:
 		errs = append(errs, fieldErr(ReasonInvalidData, "items", "%d items, more than %d", len(s.Items), MaxItems))
+	}
+	if s.NeverExpires && s.ValidUntil != nil {
+		errs = append(errs, fieldErr(ReasonInvalidData, "neverExpires", "contradicts validUntil: set one or the other"))
 	}
 	seen := make(map[string]int, len(s.Items))
 	for i, it := range s.Items {

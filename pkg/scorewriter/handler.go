@@ -117,8 +117,11 @@ func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreU
 		validUntil = now // a clock ahead of ours must not buy extra validity
 	}
 	validUntil = validUntil.Add(h.ttl)
-	if su.ValidUntil != nil {
+	switch {
+	case su.ValidUntil != nil:
 		validUntil = *su.ValidUntil
+	case su.NeverExpires:
+		validUntil = time.Time{} // zero: never
 	}
 
 	res := contract.WriteResult{Input: function.Ref(e), Resource: su.Resource, Items: make([]contract.ItemResult, len(su.Items))}
@@ -133,7 +136,7 @@ func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreU
 		case !h.clusters.Exists(it.Cluster):
 			*item = contract.ItemResult{Cluster: it.Cluster, Outcome: contract.OutcomeFailed, Reason: contract.ReasonUnknownCluster,
 				Message: fmt.Sprintf("items[%d].cluster: no ManagedCluster named %q", i, it.Cluster)}
-		case !validUntil.After(now):
+		case !validUntil.IsZero() && !validUntil.After(now):
 			*item = contract.ItemResult{Cluster: it.Cluster, Outcome: contract.OutcomeSkipped, Reason: contract.ReasonStale,
 				Message: "validUntil " + validUntil.UTC().Format(time.RFC3339) + " has passed"}
 		default:

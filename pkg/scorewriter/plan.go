@@ -28,7 +28,7 @@ const ConditionObservations = "scoreflow.io/Observations"
 const maxLedgerBytes = 32768
 
 // entry is one score's line in the ledger: [observed, validUntil], compact so that a few hundred
-// score names fit in one condition message.
+// score names fit in one condition message. A zero ValidUntil means the score never expires.
 type entry struct {
 	Observed   time.Time
 	ValidUntil time.Time
@@ -92,7 +92,8 @@ type plan struct {
 // the newest observation wins; an update older than what is applied is Stale; one equal in time
 // and value is a Duplicate. Scores other producers wrote (absent from the ledger) are kept. A score
 // whose own validUntil has passed is dropped, so that an expired score never rides along with
-// fresh ones; the object's validUntil is the earliest of its remaining scores'.
+// fresh ones; the object's validUntil is the earliest of its remaining scores' (nil when none of
+// them expires).
 func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
 	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
 	next := make(ledger, len(led)+4)
@@ -158,7 +159,7 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	}
 
 	for name, e := range next {
-		if !e.ValidUntil.After(now) {
+		if !e.ValidUntil.IsZero() && !e.ValidUntil.After(now) {
 			delete(next, name)
 			delete(values, name)
 			p.expired = append(p.expired, name)
@@ -187,12 +188,14 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	}
 	status.Scores = scores
 
+	// The object is valid until its first score expires; nil (never) when none of them does.
 	var earliest time.Time
 	for _, e := range next {
-		if earliest.IsZero() || e.ValidUntil.Before(earliest) {
+		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
 			earliest = e.ValidUntil
 		}
 	}
+	status.ValidUntil = nil
 	if !earliest.IsZero() {
 		vu := metav1.NewTime(earliest)
 		status.ValidUntil = &vu

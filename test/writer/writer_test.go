@@ -334,3 +334,30 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Scores sent with neverExpires leave validUntil nil (OCM: never expires), as event-driven producers
+// such as the health-scorer need; an expiring score added later bounds the object again.
+func TestNeverExpiringScores(t *testing.T) {
+	t.Parallel()
+	s := startWriter(t, serverOpts{ttl: time.Minute})
+	_, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "forever", NeverExpires: true, Items: []contract.ClusterScores{item("c4", score("health", 100))}}))
+	if r := result(t, reply); r.Failed() {
+		t.Fatalf("%+v", r)
+	}
+	if obj := get(t, "c4", "forever"); obj.Status.ValidUntil != nil || scoresOf(obj)["health"] != 100 {
+		t.Errorf("validUntil = %v, scores %v: want nil (never) and health=100", obj.Status.ValidUntil, scoresOf(obj))
+	}
+	observed := time.Now().Truncate(time.Second)
+	_, reply = s.send(t, scoreEvent(t, observed, contract.ScoreUpdated{Resource: "forever", Items: []contract.ClusterScores{item("c4", score("load", 5))}}))
+	if r := result(t, reply); r.Failed() {
+		t.Fatalf("%+v", r)
+	}
+	if obj := get(t, "c4", "forever"); obj.Status.ValidUntil == nil || !obj.Status.ValidUntil.Time.Equal(observed.Add(time.Minute)) {
+		t.Errorf("validUntil = %v, want %v from the expiring score", obj.Status.ValidUntil, observed.Add(time.Minute))
+	}
+	vu := time.Now().Add(time.Hour)
+	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "forever", NeverExpires: true, ValidUntil: &vu, Items: []contract.ClusterScores{item("c4", score("x", 1))}}))
+	if status != http.StatusBadRequest || result(t, reply).Reason != contract.ReasonInvalidData {
+		t.Errorf("neverExpires with validUntil: %d, want 400 InvalidData", status)
+	}
+}

@@ -34,9 +34,9 @@
 // The score is computed once, at the event's time (its CloudEvent time, which the ApiServerSource
 // adapter stamps when it sends; the receipt time when absent), and the reply carries that time.
 // ApiServerSource sends only on changes (and every object as an add when it starts), so a health
-// score stays true until the next event: by default the reply sets validUntil ten years ahead
-// rather than leaving it to the score-writer's short TTL, which would make every quiet, healthy
-// cluster's score expire to 0. --valid-for bounds it instead.
+// score stays true until the next event: by default the reply says neverExpires (OCM's validUntil
+// nil) rather than leaving it to the score-writer's short TTL, which would make every quiet,
+// healthy cluster's score expire to 0. --valid-for bounds it instead.
 //
 // A deleted cluster's -100 reaches the writer after the ManagedCluster is gone; the writer may
 // answer UnknownCluster for it, and the hub removes the cluster's namespace, scores included.

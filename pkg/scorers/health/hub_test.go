@@ -205,8 +205,8 @@ func TestHealthFromHubEvents(t *testing.T) {
 		if !reply.Time().Equal(in.Time()) {
 			t.Errorf("%s: reply time %s, want the event's %s", st.name, reply.Time(), in.Time())
 		}
-		if su.ValidUntil == nil || su.ValidUntil.Sub(in.Time()) != UntilNextChange {
-			t.Errorf("%s: validUntil %v, want event time + %s", st.name, su.ValidUntil, UntilNextChange)
+		if su.ValidUntil != nil || !su.NeverExpires {
+			t.Errorf("%s: validUntil %v neverExpires %v, want a score that never expires", st.name, su.ValidUntil, su.NeverExpires)
 		}
 		if !strings.Contains(logs.String(), `"state":"`+st.state+`"`) {
 			t.Errorf("%s: state %s not logged:\n%s", st.name, st.state, logs)

@@ -31,15 +31,11 @@ const (
 	Kind  = "ManagedCluster"
 )
 
-// UntilNextChange is the validity given when --valid-for is 0: far enough to mean "until the next
-// event says otherwise" (the contract has no "never expires").
-const UntilNextChange = 10 * 365 * 24 * time.Hour
-
 // Scorer turns ManagedCluster events into health scores.
 type Scorer struct {
 	Resource  string        // AddOnPlacementScore name, cluster-health by default
 	ScoreName string        // score item name, health by default
-	ValidFor  time.Duration // validUntil = event time + ValidFor; 0 means UntilNextChange
+	ValidFor  time.Duration // validUntil = event time + ValidFor; 0: never expires (until the next event)
 	Log       *slog.Logger
 }
 
@@ -84,19 +80,19 @@ func (s *Scorer) score(deleted bool) scorer.Func {
 		}
 		a := Assess(mc, deleted, at)
 		s.Log.Info("cluster health", "cluster", mc.Metadata.Name, "event", e.Type(), "state", a.State, "score", a.Score, "detail", a.Detail)
-		validFor := s.ValidFor
-		if validFor == 0 {
-			validFor = UntilNextChange
-		}
-		validUntil := at.Add(validFor)
-		return &scorer.Result{Observed: at, Scores: contract.ScoreUpdated{
-			Resource:   s.Resource,
-			ValidUntil: &validUntil,
+		su := contract.ScoreUpdated{
+			Resource:     s.Resource,
+			NeverExpires: s.ValidFor == 0,
 			Items: []contract.ClusterScores{{
 				Cluster: mc.Metadata.Name,
 				Scores:  []contract.Score{{Name: s.ScoreName, Value: float64(a.Score)}},
 			}},
-		}}, nil
+		}
+		if s.ValidFor > 0 {
+			vu := at.Add(s.ValidFor)
+			su.ValidUntil = &vu
+		}
+		return &scorer.Result{Observed: at, Scores: su}, nil
 	}
 }
 
