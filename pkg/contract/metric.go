@@ -3,6 +3,8 @@ package contract
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -53,4 +55,25 @@ func (m *MetricChanged) Validate() error {
 		}
 	}
 	return errs.orNil()
+}
+
+// SeriesKey identifies the series a sample belongs to: its metric, cluster and labels. Samples of
+// one series in one event are successive observations of the same thing.
+func (s Sample) SeriesKey() string {
+	names := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(s.Metric)
+	b.WriteByte(0)
+	b.WriteString(s.Cluster)
+	for _, k := range names {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(s.Labels[k])
+	}
+	return b.String()
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -83,7 +81,7 @@ func (s *Scorer) Metrics(_ context.Context, e event.Event) (*scorer.Result, erro
 	series := map[string][]contract.Sample{}
 	for _, smp := range m.Samples {
 		if smp.Metric == cfg.Metric {
-			k := seriesKey(smp)
+			k := smp.SeriesKey()
 			series[k] = append(series[k], smp)
 		}
 	}
@@ -131,22 +129,4 @@ func (s *Scorer) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
-}
-
-// seriesKey identifies a sample's series by cluster and labels.
-func seriesKey(s contract.Sample) string {
-	names := make([]string, 0, len(s.Labels))
-	for k := range s.Labels {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString(s.Cluster)
-	for _, k := range names {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(s.Labels[k])
-	}
-	return b.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -95,7 +94,7 @@ func (s *Scorer) Metrics(_ context.Context, e event.Event) (*scorer.Result, erro
 		if smp.Metric != MetricAllocatable && smp.Metric != MetricRequests {
 			continue
 		}
-		k := seriesKey(smp)
+		k := smp.SeriesKey()
 		if old, ok := latest[k]; !ok || smp.ObservedAt.After(old.ObservedAt) {
 			latest[k] = smp
 		}
@@ -128,24 +127,4 @@ func (s *Scorer) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
-}
-
-// seriesKey identifies a sample's series: metric, cluster and labels.
-func seriesKey(s contract.Sample) string {
-	names := make([]string, 0, len(s.Labels))
-	for k := range s.Labels {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString(s.Metric)
-	b.WriteByte(0)
-	b.WriteString(s.Cluster)
-	for _, k := range names {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(s.Labels[k])
-	}
-	return b.String()
 }
