@@ -7,7 +7,6 @@ GO ?= go
 SCOREFLOW_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/scoreflow
 export SCOREFLOW_CACHE
 FUZZTIME ?= 5s
-BENCHTIME ?= 1x
 TEST_TIMEOUT ?= 30m
 
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -52,8 +51,9 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks (writer throughput vs a naive baseline, scoring, broker, end-to-end latency).
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout $(TEST_TIMEOUT) ./...
+bench: tools ## Run the benchmarks: scoring and broker (per op), then writer throughput vs a naive baseline and end-to-end latency (fixed rounds).
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout $(TEST_TIMEOUT) ./test/...
 
 .PHONY: lint
 lint: ## gofmt and go vet.
@@ -61,7 +61,7 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: clean
-clean: ## Remove bin/ (the tools cache stays; delete $(SCOREFLOW_CACHE) to rebuild it).
+clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the servers).
 	rm -rf bin
 
 # ---- Knative deployment (issue 4, section 1) ------------------------------------------------------
