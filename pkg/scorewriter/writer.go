@@ -214,7 +214,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 	deadline := time.Now().Add(w.opts.RetryFor)
 	backoff := 50 * time.Millisecond
 	conflicts := 0
-	cur, _ := w.cached(key)
+	cur := w.cached(key)
 	for {
 		res, err := w.attempt(ctx, key, cur, us)
 		if err == nil {
@@ -246,12 +246,9 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			}
 			backoff = min(2*backoff, 2*time.Second)
 		}
-		// Re-read: the object changed under us or its state is unknown.
-		cur, err = w.read(ctx, key)
-		if err != nil && !apierrors.IsNotFound(err) {
-			cur = nil
-			w.objects.Delete(key)
-		}
+		// Re-read: the object changed under us or its state is unknown. Unreadable counts as
+		// missing: a create then either works or conflicts and reads again.
+		cur, _ = w.read(ctx, key)
 	}
 }
 
@@ -300,14 +297,14 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
-func (w *Writer) cached(key Key) (*clusterv1alpha1.AddOnPlacementScore, bool) {
-	v, ok := w.objects.Load(key)
-	if !ok {
-		return nil, false
+func (w *Writer) cached(key Key) *clusterv1alpha1.AddOnPlacementScore {
+	if v, ok := w.objects.Load(key); ok {
+		return v.(*clusterv1alpha1.AddOnPlacementScore)
 	}
-	return v.(*clusterv1alpha1.AddOnPlacementScore), true
+	return nil
 }
 
+// read gets the object and caches it; on any error it forgets it and returns nil.
 func (w *Writer) read(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, error) {
 	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(ctx, key.Resource, metav1.GetOptions{})
 	w.count("get", err)
