@@ -13,6 +13,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/pkg/broker"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 )
 
 // The path the manifests set up, on the local broker: the writer is down, its deliveries run
@@ -70,13 +71,14 @@ func TestDeadLetterThroughLocalBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ingress := "http://" + ln.Addr().String() + "/scoreflow/scoreflow"
-	writer := newRecorder(t, http.StatusServiceUnavailable)
-	player := newRecorder(t, http.StatusAccepted)
+	writer := functest.NewSink(t, nil)
+	writer.Answer(http.StatusServiceUnavailable)
+	player := functest.NewSink(t, nil)
 	deadLetter := startFunction(t, ingress) // K_SINK: the broker
 	srv, err := broker.New(broker.Config{Brokers: brokers, Triggers: triggers, Resolver: broker.Services{
 		"scoreflow/score-writer":       writer.URL,
 		"scoreflow/cloudevents-player": player.URL,
-		"scoreflow/dead-letter":        deadLetter.URL,
+		"scoreflow/dead-letter":        deadLetter,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +87,12 @@ func TestDeadLetterThroughLocalBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := deadLettered(contract.TypeScoreUpdated, `{"resource":"cpu-idle","items":[{"cluster":"c1","scores":[{"name":"cpuIdle","value":40}]}]}`, nil)
-	if code := post(t, ingress, in); code != http.StatusAccepted {
+	if code, _ := functest.Send(t, ingress, in); code != http.StatusAccepted {
 		t.Fatalf("broker answered %d", code)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(player.got()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-player.Arrived():
+	case <-time.After(10 * time.Second):
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -98,10 +100,10 @@ func TestDeadLetterThroughLocalBroker(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 
-	if n := len(writer.got()); n != 3 {
+	if n := writer.Attempts(); n != 3 {
 		t.Errorf("writer got %d attempts, want 3", n)
 	}
-	got := player.got()
+	got := player.Take()
 	if len(got) != 1 {
 		t.Fatalf("player got %d events, want one write.failed", len(got))
 	}

@@ -1,66 +1,29 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
-// recorder is a real HTTP endpoint standing for the broker: it records the events it gets.
-type recorder struct {
-	*httptest.Server
-	mu     sync.Mutex
-	events []event.Event
-	status int
-}
-
-func newRecorder(t *testing.T, status int) *recorder {
-	r := &recorder{status: status}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		e, err := binding.ToEvent(req.Context(), cehttp.NewMessageFromHttpRequest(req))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		r.events = append(r.events, *e)
-		r.mu.Unlock()
-		w.WriteHeader(r.status)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *recorder) got() []event.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]event.Event(nil), r.events...)
-}
-
-// startFunction serves the dead-letter function as main does, sending to sink.
-func startFunction(t *testing.T, sink string) *httptest.Server {
+// startFunction serves the dead-letter function as main does, sending to sink, and returns its URL.
+func startFunction(t *testing.T, sink string) string {
 	t.Helper()
 	fn := function.New("dead-letter", "test")
 	s, err := function.NewSender(sink, `{"extensions":{"origin":"local"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(fn.Handler(newHandler(fn.Source(), s, fn.Log, fn.Registry).handle, nil))
-	t.Cleanup(srv.Close)
-	return srv
+	return functest.Serve(t, fn, newHandler(fn.Source(), s, fn.Log, fn.Registry).handle)
 }
 
 func deadLettered(typ, data string, ext map[string]string) event.Event {
@@ -74,20 +37,6 @@ func deadLettered(typ, data string, ext map[string]string) event.Event {
 		e.SetExtension(k, v)
 	}
 	return e
-}
-
-func post(t *testing.T, url string, e event.Event) int {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, nil)
-	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -125,12 +74,12 @@ func TestReports(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			broker := newRecorder(t, http.StatusAccepted)
-			fn := startFunction(t, broker.URL)
-			if code := post(t, fn.URL, tt.event); code != http.StatusAccepted {
+			broker := functest.NewSink(t, nil)
+			url := startFunction(t, broker.URL)
+			if code, _ := functest.Send(t, url, tt.event); code != http.StatusAccepted {
 				t.Fatalf("function answered %d, want 202", code)
 			}
-			got := broker.got()
+			got := broker.Take()
 			if len(got) != 1 {
 				t.Fatalf("broker got %d events, want 1", len(got))
 			}
@@ -153,6 +102,13 @@ func TestReports(t *testing.T) {
 	}
 }
 
+// answering is the URL of a broker that answers every event with status.
+func answering(t *testing.T, status int) string {
+	s := functest.NewSink(t, nil)
+	s.Answer(status)
+	return s.URL
+}
+
 // TestBrokerUnreachable: when the report cannot be sent, the function answers 5xx so that the
 // broker retries the dead-letter delivery instead of losing the event.
 func TestBrokerUnreachable(t *testing.T) {
@@ -160,16 +116,16 @@ func TestBrokerUnreachable(t *testing.T) {
 		name string
 		sink func(t *testing.T) string
 	}{
-		{"broker down", func(t *testing.T) string { r := newRecorder(t, 202); r.Close(); return r.URL }},
-		{"broker answers 503", func(t *testing.T) string { return newRecorder(t, http.StatusServiceUnavailable).URL }},
-		{"broker refuses", func(t *testing.T) string { return newRecorder(t, http.StatusBadRequest).URL }},
+		{"broker down", func(t *testing.T) string { s := functest.NewSink(t, nil); s.Close(); return s.URL }},
+		{"broker answers 503", func(t *testing.T) string { return answering(t, http.StatusServiceUnavailable) }},
+		{"broker refuses", func(t *testing.T) string { return answering(t, http.StatusBadRequest) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // each waits out the sender's retries
-			fn := startFunction(t, tt.sink(t))
+			url := startFunction(t, tt.sink(t))
 			e := deadLettered(contract.TypeScoreUpdated, `{"resource":"cpu-idle"}`, map[string]string{extErrorCode: "500"})
-			if code := post(t, fn.URL, e); code < 500 {
+			if code, _ := functest.Send(t, url, e); code < 500 {
 				t.Errorf("function answered %d, want 5xx", code)
 			}
 		})
@@ -179,18 +135,18 @@ func TestBrokerUnreachable(t *testing.T) {
 // TestOwnReportNotRepeated: a write.failed this function sent, dead-lettered in turn, is not
 // reported again, so reports cannot loop.
 func TestOwnReportNotRepeated(t *testing.T) {
-	broker := newRecorder(t, http.StatusAccepted)
-	fn := startFunction(t, broker.URL)
+	broker := functest.NewSink(t, nil)
+	url := startFunction(t, broker.URL)
 	own := contract.NewWriteResult("scoreflow/dead-letter", contract.WriteResult{Input: contract.EventRef{Source: "s", ID: "1"}, Reason: contract.ReasonDeadLettered})
 	own.SetExtension(extErrorCode, "503")
-	if code := post(t, fn.URL, own); code != http.StatusAccepted {
+	if code, _ := functest.Send(t, url, own); code != http.StatusAccepted {
 		t.Fatalf("function answered %d, want 202", code)
 	}
 	writer := contract.NewWriteResult("scoreflow/score-writer", contract.WriteResult{Input: contract.EventRef{Source: "s", ID: "1"}, Reason: contract.ReasonForbidden})
-	if code := post(t, fn.URL, writer); code != http.StatusAccepted {
+	if code, _ := functest.Send(t, url, writer); code != http.StatusAccepted {
 		t.Fatalf("function answered %d, want 202", code)
 	}
-	got := broker.got()
+	got := broker.Take()
 	if len(got) != 1 || got[0].Source() != "scoreflow/dead-letter" {
 		t.Fatalf("broker got %d events, want one report, for the score-writer's write.failed only", len(got))
 	}

@@ -2,38 +2,24 @@ package main
 
 import (
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(promtest.MainEnv) != "" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { functest.Main(m, main) }
 
 func TestHelp(t *testing.T) {
-	out, code := promtest.Exec(t, "--help")
-	if code != 0 {
-		t.Fatalf("--help exited %d:\n%s", code, out)
-	}
-	for _, want := range []string{"--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "Holt"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("--help does not mention %q:\n%s", want, out)
-		}
-	}
+	functest.Help(t, "--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "Holt")
 }
 
 func TestBadStart(t *testing.T) {
-	out, code := promtest.Exec(t, "--prometheus-url=prometheus:9090")
+	out, code := functest.Exec(t, nil, "--prometheus-url=prometheus:9090")
 	if code != 1 || !strings.Contains(out, "not an http(s) URL") {
 		t.Errorf("exit %d, output %s; want 1 and a URL error", code, out)
 	}
@@ -44,8 +30,8 @@ func TestServe(t *testing.T) {
 	at := promtest.Aligned(time.Minute)
 	// Flat, so the forecast does not depend on the minute the ping lands in: 32 of 64 -> 50.
 	srv.MustPush(t, promtest.Grid(map[string]string{"__name__": "usage", "cluster": "east"}, at, time.Minute, 32, 32, 32, 32, 32, 32))
-	url := promtest.RunMain(t, "--prometheus-url="+srv.URL)
-	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"cpu-forecast","scoreName":"headroom","query":"usage","range":"5m","step":"1m","horizon":"10m","capacity":64}`))
+	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
+	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"cpu-forecast","scoreName":"headroom","query":"usage","range":"5m","step":"1m","horizon":"10m","capacity":64}`))
 	if status != http.StatusOK || reply == nil {
 		t.Fatalf("status %d reply %v", status, reply)
 	}

@@ -1,36 +1,21 @@
 package main
 
 import (
-	"io"
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(promtest.MainEnv) != "" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { functest.Main(m, main) }
 
 func TestHelp(t *testing.T) {
-	out, code := promtest.Exec(t, "--help")
-	if code != 0 {
-		t.Fatalf("--help exited %d:\n%s", code, out)
-	}
-	for _, want := range []string{"--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "--metric-config  [env METRIC_CONFIG]"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("--help does not mention %q:\n%s", want, out)
-		}
-	}
+	functest.Help(t, "--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "--metric-config  [env METRIC_CONFIG]")
 }
 
 func TestBadStart(t *testing.T) {
@@ -43,7 +28,7 @@ func TestBadStart(t *testing.T) {
 		{[]string{"--prometheus-url=http://x:9090", `--metric-config={"resource":"r","metric":"m","scoreName":"s"}`}, "--metric-config: normalize.method"},
 	}
 	for _, tt := range tests {
-		out, code := promtest.Exec(t, tt.args...)
+		out, code := functest.Exec(t, nil, tt.args...)
 		if code != 1 || !strings.Contains(out, tt.quote) {
 			t.Errorf("%v: exit %d, output %s; want 1 and %q", tt.args, code, out, tt.quote)
 		}
@@ -57,8 +42,8 @@ func TestServe(t *testing.T) {
 		promtest.Gauge(map[string]string{"__name__": "load", "cluster": "east"}, at, 30),
 		promtest.Gauge(map[string]string{"__name__": "load", "cluster": "west"}, at, 80),
 	)
-	url := promtest.RunMain(t, "--prometheus-url="+srv.URL)
-	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"load-score","query":"load","scoreName":"load","normalize":{"method":"linear","min":0,"max":100}}`))
+	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
+	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"load-score","query":"load","scoreName":"load","normalize":{"method":"linear","min":0,"max":100}}`))
 	if status != http.StatusOK || reply == nil {
 		t.Fatalf("status %d reply %v", status, reply)
 	}
@@ -71,13 +56,8 @@ func TestServe(t *testing.T) {
 	if !reflect.DeepEqual(got.Items, want) {
 		t.Errorf("items %+v, want %+v", got.Items, want)
 	}
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if !strings.Contains(string(body), `scoreflow_prometheus_query_seconds_count{kind="instant",outcome="ok"} 1`) {
+	_, body := functest.Get(t, url+"/metrics")
+	if !strings.Contains(body, `scoreflow_prometheus_query_seconds_count{kind="instant",outcome="ok"} 1`) {
 		t.Errorf("/metrics does not count the query:\n%s", body)
 	}
 }

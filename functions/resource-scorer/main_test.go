@@ -2,34 +2,20 @@ package main
 
 import (
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(promtest.MainEnv) != "" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { functest.Main(m, main) }
 
 func TestHelp(t *testing.T) {
-	out, code := promtest.Exec(t, "--help")
-	if code != 0 {
-		t.Fatalf("--help exited %d:\n%s", code, out)
-	}
-	for _, want := range []string{"--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "--metric-config  [env METRIC_CONFIG]", "--port"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("--help does not mention %q:\n%s", want, out)
-		}
-	}
+	functest.Help(t, "--prometheus-url  [env PROMETHEUS_URL]", "--prometheus-token-file", "--prometheus-ca-file", "--prometheus-timeout", "--metric-config  [env METRIC_CONFIG]", "--port")
 }
 
 func TestBadStart(t *testing.T) {
@@ -41,7 +27,7 @@ func TestBadStart(t *testing.T) {
 		{[]string{"--prometheus-url=http://x:9090", `--metric-config={"scores":["x"]}`}, "--metric-config: scores[0]"},
 	}
 	for _, tt := range tests {
-		out, code := promtest.Exec(t, tt.args...)
+		out, code := functest.Exec(t, nil, tt.args...)
 		if code != 1 || !strings.Contains(out, tt.quote) {
 			t.Errorf("%v: exit %d, output %s; want 1 and %q", tt.args, code, out, tt.quote)
 		}
@@ -57,8 +43,8 @@ func TestServe(t *testing.T) {
 		promtest.Gauge(map[string]string{"__name__": "kube_pod_container_resource_requests", "cluster": "east", "namespace": "a", "pod": "p", "resource": "nvidia_com_gpu"}, at, 6),
 		promtest.Gauge(map[string]string{"__name__": "kube_pod_status_phase", "cluster": "east", "namespace": "a", "pod": "p", "phase": "Running"}, at, 1),
 	)
-	url := promtest.RunMain(t, "--prometheus-url="+srv.URL)
-	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"gpu-usage-score","scores":["free-capacity"]}`))
+	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
+	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"gpu-usage-score","scores":["free-capacity"]}`))
 	if status != http.StatusOK || reply == nil {
 		t.Fatalf("status %d reply %v", status, reply)
 	}

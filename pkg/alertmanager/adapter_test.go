@@ -4,34 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/scoreflow/scoreflow/pkg/function"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
+	"github.com/scoreflow/scoreflow/pkg/function"
 )
-
-// sink is a CloudEvents receiver standing in for a broker: it decodes each request with sdk-go and
-// the contract, and answers status.
-type sink struct {
-	t      *testing.T
-	mu     sync.Mutex
-	events []received
-	status int
-}
 
 type received struct {
 	id, source, typ, ext string
@@ -39,42 +27,15 @@ type received struct {
 	data                 *contract.MetricChanged
 }
 
-func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	e, err := binding.ToEvent(r.Context(), cehttp.NewMessageFromHttpRequest(r))
-	if err != nil {
-		s.t.Errorf("sink got a request that is not a CloudEvent: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
+// take returns the events a sink standing in for a broker accepted since the last take.
+func take(s *functest.Sink) []received {
+	var out []received
+	for _, e := range s.Take() {
+		m, _ := contract.DecodeMetricChanged(&e) // the sink checked it
+		ext, _ := e.Extensions()["sinkbinding"].(string)
+		out = append(out, received{e.ID(), e.Source(), e.Type(), ext, e.Time(), m})
 	}
-	m, err := contract.DecodeMetricChanged(e)
-	if err != nil {
-		s.t.Errorf("sink got an invalid metric.changed: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.status != 0 {
-		w.WriteHeader(s.status)
-		return
-	}
-	ext, _ := e.Extensions()["sinkbinding"].(string)
-	s.events = append(s.events, received{e.ID(), e.Source(), e.Type(), ext, e.Time(), m})
-	w.WriteHeader(http.StatusAccepted)
-}
-
-func (s *sink) take() []received {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ev := s.events
-	s.events = nil
-	return ev
-}
-
-func (s *sink) answer(status int) {
-	s.mu.Lock()
-	s.status = status
-	s.mu.Unlock()
+	return out
 }
 
 var (
@@ -247,10 +208,8 @@ func TestWebhook(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &sink{t: t}
-			sinkSrv := httptest.NewServer(s)
-			defer sinkSrv.Close()
-			_, url := adapter(t, tt.mapping, sinkSrv.URL, 5*time.Second)
+			s := functest.NewSink(t, functest.MetricChanged)
+			_, url := adapter(t, tt.mapping, s.URL, 5*time.Second)
 
 			status, ans := post(t, url, tt.body)
 			if status != tt.status {
@@ -265,7 +224,7 @@ func TestWebhook(t *testing.T) {
 			if ans.Skipped != tt.skipped || ans.Samples != len(tt.want) {
 				t.Errorf("answer = %+v, want %d samples, %d skipped", ans, len(tt.want), tt.skipped)
 			}
-			got := s.take() // Send returned before the answer: everything sent has arrived
+			got := take(s) // Send returned before the answer: everything sent has arrived
 			if tt.want == nil {
 				if len(got) != 0 {
 					t.Fatalf("sink got %d events, want none", len(got))
@@ -282,23 +241,8 @@ func TestWebhook(t *testing.T) {
 			if wantTime := latest(tt.want); !e.time.Equal(wantTime) {
 				t.Errorf("event time = %v, want the latest observation %v", e.time, wantTime)
 			}
-			assertSamples(t, e.data.Samples, tt.want)
+			functest.EqualSamples(t, "event", e.data.Samples, tt.want)
 		})
-	}
-}
-
-func assertSamples(t *testing.T, got, want []contract.Sample) {
-	t.Helper()
-	norm := func(ss []contract.Sample) []contract.Sample {
-		out := make([]contract.Sample, len(ss))
-		for i, s := range ss {
-			s.ObservedAt = s.ObservedAt.UTC()
-			out[i] = s
-		}
-		return out
-	}
-	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
-		t.Errorf("samples:\n got %+v\nwant %+v", g, w)
 	}
 }
 
@@ -358,51 +302,41 @@ func TestSinkDownThenRecovers(t *testing.T) {
 	}
 
 	// The sink comes back on the same address; Alertmanager resends the same notification.
-	ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("re-listening on %s: %v", addr, err)
-	}
-	s := &sink{t: t}
-	srv := &http.Server{Handler: s}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	s := functest.NewSinkAt(t, addr, functest.MetricChanged)
 
 	status, ans = post(t, url, body)
 	if status != http.StatusOK || ans.Events != 1 {
 		t.Fatalf("after recovery: status %d %+v, want 200 with 1 event", status, ans)
 	}
-	got := s.take()
+	got := take(s)
 	if len(got) != 1 {
 		t.Fatalf("sink got %d events, want 1", len(got))
 	}
-	assertSamples(t, got[0].data.Samples, []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: t0}})
+	functest.EqualSamples(t, "after recovery", got[0].data.Samples, []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: t0}})
 }
 
 // A sink that answers 5xx is a transient failure too; a 2xx after it delivers.
 func TestSinkAnswers5xx(t *testing.T) {
-	s := &sink{t: t, status: http.StatusServiceUnavailable}
-	sinkSrv := httptest.NewServer(s)
-	defer sinkSrv.Close()
-	_, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, sinkSrv.URL, 300*time.Millisecond)
+	s := functest.NewSink(t, functest.MetricChanged)
+	s.Answer(http.StatusServiceUnavailable)
+	_, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, s.URL, 300*time.Millisecond)
 	body := payload(alert("resolved", map[string]string{"alertname": "A", "cluster": "c1"}, t0, t1))
 	if status, _ := post(t, url, body); status != http.StatusServiceUnavailable {
 		t.Fatalf("sink 503: status %d, want 503", status)
 	}
-	s.answer(0)
+	s.Answer(0)
 	if status, _ := post(t, url, body); status != http.StatusOK {
 		t.Fatalf("sink back: status %d, want 200", status)
 	}
-	if got := s.take(); len(got) != 1 || len(got[0].data.Samples) != 1 || got[0].data.Samples[0].Value != 0 {
+	if got := take(s); len(got) != 1 || len(got[0].data.Samples) != 1 || got[0].data.Samples[0].Value != 0 {
 		t.Fatalf("sink got %+v, want one event with the resolved sample", got)
 	}
 }
 
 // More alerts than one event may carry are split into several events, none over the bound.
 func TestSplitsLargeNotifications(t *testing.T) {
-	s := &sink{t: t}
-	sinkSrv := httptest.NewServer(s)
-	defer sinkSrv.Close()
-	a, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, sinkSrv.URL, 30*time.Second)
+	s := functest.NewSink(t, functest.MetricChanged)
+	a, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, s.URL, 30*time.Second)
 
 	n := contract.MaxSamples + 1
 	alerts := make([]Alert, n)
@@ -415,7 +349,7 @@ func TestSplitsLargeNotifications(t *testing.T) {
 	if status != http.StatusOK || ans.Events != 2 || ans.Samples != n {
 		t.Fatalf("status %d %+v, want 200, 2 events, %d samples", status, ans, n)
 	}
-	got := s.take()
+	got := take(s)
 	if len(got) != 2 || len(got[0].data.Samples) != contract.MaxSamples || len(got[1].data.Samples) != 1 {
 		t.Fatalf("events carry %d samples, want %d then 1", func() []int {
 			var l []int
@@ -434,10 +368,8 @@ func TestSplitsLargeNotifications(t *testing.T) {
 }
 
 func TestMetricsCountOutcomes(t *testing.T) {
-	s := &sink{t: t}
-	sinkSrv := httptest.NewServer(s)
-	defer sinkSrv.Close()
-	a, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, sinkSrv.URL, 5*time.Second)
+	s := functest.NewSink(t, functest.MetricChanged)
+	a, url := adapter(t, Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, s.URL, 5*time.Second)
 	post(t, url, payload(
 		alert("firing", map[string]string{"alertname": "A", "cluster": "c1", "bad-label": "x"}, t0, time.Time{}),
 		alert("resolved", map[string]string{"alertname": "A", "cluster": "c2"}, t0, t1),

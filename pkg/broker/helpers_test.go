@@ -23,6 +23,8 @@ import (
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/scoreflow/scoreflow/pkg/functest"
 )
 
 // received is one request a sink got.
@@ -258,17 +260,11 @@ func newEvent(id, typ string, ext map[string]any) event.Event {
 	return e
 }
 
-// post sends e in binary mode and returns the status.
+// post sends e in binary mode with testClient, whose idle connections settleGoroutines closes,
+// and returns the status.
 func post(t testing.TB, url string, e event.Event) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
-		t.Fatal(err)
-	}
-	return do(t, req)
+	return do(t, functest.Request(t, url, e))
 }
 
 func postRaw(t testing.TB, method, url string, header map[string]string, body string) int {

@@ -1,10 +1,14 @@
-// Package promtest runs a real Prometheus server for tests (pkg/promlocal) and drives functions
-// over HTTP. It is imported only by tests.
+// Package promtest runs a real Prometheus server for tests (pkg/promlocal) and gives them a
+// client of it. It is imported only by tests; pkg/functest drives the functions over HTTP.
 package promtest
 
 import (
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/promlocal"
 )
 
@@ -31,4 +35,15 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// Client is a scorer's Prometheus client of url, as the functions make it: a 5s timeout, its
+// metrics in a registry of its own.
+func Client(t testing.TB, url string) *prom.Client {
+	t.Helper()
+	c, err := prom.New(prom.Config{URL: url, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -3,25 +3,21 @@ package watcher
 import (
 	"context"
 	"fmt"
-	"github.com/scoreflow/scoreflow/pkg/function"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"reflect"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
+	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
@@ -30,15 +26,6 @@ import (
 // gone from instant queries from that time on, as when a scrape target disappears.
 var staleNaN = math.Float64frombits(0x7ff0000000000002)
 
-// sink is a CloudEvents receiver standing in for the broker; status != 0 makes it refuse events.
-type sink struct {
-	t      *testing.T
-	mu     sync.Mutex
-	events []received
-	status int
-	ch     chan struct{}
-}
-
 type received struct {
 	time    time.Time
 	source  string
@@ -46,49 +33,14 @@ type received struct {
 	samples []contract.Sample
 }
 
-func newSink(t *testing.T) (*sink, string) {
-	s := &sink{t: t, ch: make(chan struct{}, 100)}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return s, srv.URL
-}
-
-func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	e, err := binding.ToEvent(r.Context(), cehttp.NewMessageFromHttpRequest(r))
-	if err != nil {
-		s.t.Errorf("sink: not a CloudEvent: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
+// take returns the events the sink standing in for the broker accepted since the last take.
+func take(s *functest.Sink) []received {
+	var out []received
+	for _, e := range s.Take() {
+		m, _ := contract.DecodeMetricChanged(&e) // the sink checked it
+		out = append(out, received{e.Time(), e.Source(), e.Extensions()["sinkbinding"], m.Samples})
 	}
-	m, err := contract.DecodeMetricChanged(e)
-	if err != nil {
-		s.t.Errorf("sink: invalid metric.changed: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.status != 0 {
-		w.WriteHeader(s.status)
-		return
-	}
-	s.events = append(s.events, received{e.Time(), e.Source(), e.Extensions()["sinkbinding"], m.Samples})
-	w.WriteHeader(http.StatusAccepted)
-	s.ch <- struct{}{}
-}
-
-func (s *sink) take() []received {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ev := s.events
-	s.events = nil
-	return ev
-}
-
-func (s *sink) refuse(status int) {
-	s.mu.Lock()
-	s.status = status
-	s.mu.Unlock()
+	return out
 }
 
 // gate is a reverse proxy in front of Prometheus at a fixed address: down closes its listener
@@ -175,13 +127,13 @@ func memSample(cluster string, at time.Time, v float64) contract.Sample {
 func TestWatchAgainstPrometheus(t *testing.T) {
 	p := promtest.Start(t)
 	g := newGate(t, p.URL)
-	s, sinkURL := newSink(t)
+	s := functest.NewSink(t, functest.MetricChanged)
 	reg := prometheus.NewRegistry()
 	cfg := Config{Queries: []Query{
 		{Metric: "cluster_cpu_ratio", Query: `sum by (cluster) (test_cpu)`, Deadband: Deadband{Absolute: 0.1}},
 		{Metric: "cluster_mem_free_bytes", Query: `test_mem`, ClusterLabel: "managed_cluster", Deadband: Deadband{Relative: 0.1}},
 	}}
-	w := newWatcher(t, cfg, "http://"+g.addr, sinkURL, reg, 300*time.Millisecond)
+	w := newWatcher(t, cfg, "http://"+g.addr, s.URL, reg, 300*time.Millisecond)
 
 	base := promtest.Aligned(time.Minute).Add(-30 * time.Minute)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
@@ -249,14 +201,14 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		},
 		{
 			name:    "sink refuses: nothing delivered, the change is kept",
-			before:  func() { s.refuse(http.StatusServiceUnavailable) },
+			before:  func() { s.Answer(http.StatusServiceUnavailable) },
 			push:    func(t time.Time) []promtest.Series { return []promtest.Series{cpu("c1", t, 1.0)} },
 			report:  Report{Changed: 1, Unchanged: 4},
 			sendErr: true,
 		},
 		{
 			name:   "sink back: the same change goes out on the next poll",
-			before: func() { s.refuse(0) },
+			before: func() { s.Answer(0) },
 			push:   func(t time.Time) []promtest.Series { return []promtest.Series{cpu("c1", t, 1.0)} },
 			report: Report{Changed: 1, Unchanged: 4, Sent: 1, Events: 1},
 			want:   []contract.Sample{cpuSample("c1", at(7), 1.0)},
@@ -281,7 +233,7 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		if got != st.report {
 			t.Fatalf("step %d (%s): report = %+v, want %+v", i, st.name, got, st.report)
 		}
-		events := s.take()
+		events := take(s)
 		if st.want == nil {
 			if len(events) != 0 {
 				t.Fatalf("step %d (%s): sink got %+v, want nothing", i, st.name, events)
@@ -295,7 +247,7 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		if !e.time.Equal(at(i)) || e.source != "scoreflow/metric-watcher" || e.ext != "metric-watcher" {
 			t.Errorf("step %d: event time/source/extension = %v %q %v", i, e.time, e.source, e.ext)
 		}
-		assertSamples(t, fmt.Sprintf("step %d (%s)", i, st.name), e.samples, st.want)
+		functest.EqualSamples(t, fmt.Sprintf("step %d (%s)", i, st.name), e.samples, st.want)
 	}
 
 	for _, tt := range []struct {
@@ -323,12 +275,12 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 // A bad query is counted as such and does not hold back the others.
 func TestBadQuery(t *testing.T) {
 	p := promtest.Start(t)
-	s, sinkURL := newSink(t)
+	s := functest.NewSink(t, functest.MetricChanged)
 	reg := prometheus.NewRegistry()
 	w := newWatcher(t, Config{Queries: []Query{
 		{Metric: "broken", Query: `sum(`},
 		{Metric: "cluster_cpu_ratio", Query: `test_cpu`},
-	}}, p.URL, sinkURL, reg, 5*time.Second)
+	}}, p.URL, s.URL, reg, 5*time.Second)
 	at := promtest.Aligned(time.Minute)
 	p.MustPush(t, cpu("c1", at, 0.5))
 	r := w.Poll(context.Background(), at)
@@ -338,13 +290,13 @@ func TestBadQuery(t *testing.T) {
 	if got := metricValue(t, reg, "scoreflow_watcher_query_errors_total", map[string]string{"metric": "broken", "kind": "bad_query"}); got != 1 {
 		t.Errorf("bad_query errors = %v, want 1", got)
 	}
-	assertSamples(t, "bad query", s.take()[0].samples, []contract.Sample{cpuSample("c1", at, 0.5)})
+	functest.EqualSamples(t, "bad query", take(s)[0].samples, []contract.Sample{cpuSample("c1", at, 0.5)})
 }
 
 // Run polls once at start, then at each tick's time, and stops when the ticks end.
 func TestRunUsesTicks(t *testing.T) {
 	p := promtest.Start(t)
-	s, sinkURL := newSink(t)
+	s := functest.NewSink(t, functest.MetricChanged)
 	t0 := promtest.Aligned(time.Minute).Add(-10 * time.Minute)
 	t1 := t0.Add(time.Minute)
 	p.MustPush(t, promtest.Grid(map[string]string{"__name__": "test_cpu", "cluster": "c1"}, t1, time.Minute, 0.5, 0.9))
@@ -355,7 +307,7 @@ func TestRunUsesTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snd, _ := function.NewSender(sinkURL, "")
+	snd, _ := function.NewSender(s.URL, "")
 	w, err := New(Config{Queries: []Query{{Metric: "cluster_cpu_ratio", Query: `test_cpu`, Deadband: Deadband{Absolute: 0.1}}}}, pc, snd,
 		Options{Source: "scoreflow/metric-watcher", Now: func() time.Time { return t0 }}, log, reg)
 	if err != nil {
@@ -367,7 +319,7 @@ func TestRunUsesTicks(t *testing.T) {
 
 	wait := func(what string) {
 		select {
-		case <-s.ch:
+		case <-s.Arrived():
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no event %s", what)
 		}
@@ -377,18 +329,18 @@ func TestRunUsesTicks(t *testing.T) {
 	wait("from the tick")
 	close(ticks)
 	<-done
-	ev := s.take()
+	ev := take(s)
 	if len(ev) != 2 {
 		t.Fatalf("got %d events, want 2", len(ev))
 	}
-	assertSamples(t, "start", ev[0].samples, []contract.Sample{cpuSample("c1", t0, 0.5)})
-	assertSamples(t, "tick", ev[1].samples, []contract.Sample{cpuSample("c1", t1, 0.9)})
+	functest.EqualSamples(t, "start", ev[0].samples, []contract.Sample{cpuSample("c1", t0, 0.5)})
+	functest.EqualSamples(t, "tick", ev[1].samples, []contract.Sample{cpuSample("c1", t1, 0.9)})
 }
 
 // More changed series than one event may carry go out in several events, none over the bound.
 func TestSplitsLargePolls(t *testing.T) {
 	p := promtest.Start(t)
-	s, sinkURL := newSink(t)
+	s := functest.NewSink(t, functest.MetricChanged)
 	at := promtest.Aligned(time.Minute)
 	n := contract.MaxSamples + 1
 	series := make([]promtest.Series, n)
@@ -396,32 +348,17 @@ func TestSplitsLargePolls(t *testing.T) {
 		series[i] = cpu(fmt.Sprintf("c%05d", i), at, float64(i))
 	}
 	p.MustPush(t, series...)
-	w := newWatcher(t, Config{Queries: []Query{{Metric: "cluster_cpu_ratio", Query: `test_cpu`}}}, p.URL, sinkURL, prometheus.NewRegistry(), 30*time.Second)
+	w := newWatcher(t, Config{Queries: []Query{{Metric: "cluster_cpu_ratio", Query: `test_cpu`}}}, p.URL, s.URL, prometheus.NewRegistry(), 30*time.Second)
 	r := w.Poll(context.Background(), at)
 	if r.Sent != n || r.Events != 2 {
 		t.Fatalf("report = %+v, want %d sent in 2 events", r, n)
 	}
-	ev := s.take()
+	ev := take(s)
 	if len(ev) != 2 || len(ev[0].samples) != contract.MaxSamples || len(ev[1].samples) != 1 {
 		t.Fatalf("got %d events, want 2 of %d and 1 samples", len(ev), contract.MaxSamples)
 	}
 	if last := ev[1].samples[0]; last.Cluster != fmt.Sprintf("c%05d", n-1) || last.Value != float64(n-1) {
 		t.Errorf("last sample = %+v, want cluster c%05d", last, n-1)
-	}
-}
-
-func assertSamples(t *testing.T, what string, got, want []contract.Sample) {
-	t.Helper()
-	norm := func(ss []contract.Sample) []contract.Sample {
-		out := make([]contract.Sample, len(ss))
-		for i, s := range ss {
-			s.ObservedAt = s.ObservedAt.UTC()
-			out[i] = s
-		}
-		return out
-	}
-	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
-		t.Errorf("%s: samples\n got %+v\nwant %+v", what, g, w)
 	}
 }
 

@@ -2,30 +2,21 @@ package forecast_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
 )
 
-func cs(cluster string, kv ...any) contract.ClusterScores {
-	c := contract.ClusterScores{Cluster: cluster}
-	for i := 0; i < len(kv); i += 2 {
-		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
-	}
-	return c
-}
+// cs keeps the tables of expected scores short.
+var cs = functest.ClusterScores
 
 func line(from, slope float64, n int) []float64 {
 	v := make([]float64, n)
@@ -66,37 +57,13 @@ func data(at time.Time) []promtest.Series {
 	}
 }
 
-func decode(t *testing.T, reply *event.Event) (*contract.ScoreUpdated, *contract.Failure) {
-	t.Helper()
-	if reply == nil {
-		t.Fatal("no reply event")
-	}
-	if reply.Type() == contract.TypeScoreFailed {
-		f, err := contract.DecodeFailure(reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nil, f
-	}
-	s, err := contract.DecodeScoreUpdated(reply)
-	if err != nil {
-		t.Fatalf("reply %s: %v", reply.Type(), err)
-	}
-	return s, nil
-}
-
 func TestAgainstPrometheus(t *testing.T) {
 	srv := promtest.Start(t)
 	at := promtest.Aligned(time.Minute)
 	srv.MustPush(t, data(at)...)
-	c, err := prom.New(prom.Config{URL: srv.URL, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	fn := function.New("forecast-scorer", "test")
-	s := &forecast.Scorer{Prom: c, Log: fn.Log, Now: func() time.Time { return at.Add(20 * time.Second) }}
-	ts := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
-	defer ts.Close()
+	s := &forecast.Scorer{Prom: promtest.Client(t, srv.URL), Log: fn.Log, Now: func() time.Time { return at.Add(20 * time.Second) }}
+	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 
 	const usage = `"resource":"cpu-forecast","scoreName":"cpuHeadroom30m","query":"cpu_usage","range":"10m","step":"1m","horizon":"30m"`
 	tests := []struct {
@@ -146,8 +113,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, ts.URL, promtest.Ping(tt.ping))
-			got, fail := decode(t, reply)
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
+			got, fail := functest.Reply(t, reply)
 			if status != http.StatusOK || fail != nil {
 				t.Fatalf("status %d failure %+v", status, fail)
 			}
@@ -175,8 +142,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, ts.URL, promtest.Ping(tt.ping))
-			_, fail := decode(t, reply)
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
+			_, fail := functest.Reply(t, reply)
 			if status != http.StatusBadRequest || fail == nil || fail.Reason != tt.reason || fail.Retriable || !strings.Contains(fail.Message, tt.quote) {
 				t.Errorf("status %d failure %+v, want 400 %s mentioning %q", status, fail, tt.reason, tt.quote)
 			}
@@ -184,7 +151,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 
 	t.Run("no series", func(t *testing.T) {
-		status, reply := promtest.Send(t, ts.URL, promtest.Ping(`{"resource":"r","scoreName":"s","query":"nothing","range":"10m","step":"1m","horizon":"5m","capacity":1}`))
+		status, reply := functest.Send(t, url, functest.Ping(`{"resource":"r","scoreName":"s","query":"nothing","range":"10m","step":"1m","horizon":"5m","capacity":1}`))
 		if status != http.StatusAccepted || reply != nil {
 			t.Errorf("status %d reply %v, want 202 and no event", status, reply)
 		}
@@ -192,15 +159,15 @@ func TestAgainstPrometheus(t *testing.T) {
 
 	t.Run("metric.changed refused", func(t *testing.T) {
 		e, _ := contract.NewMetricChanged("p", at, contract.MetricChanged{Samples: []contract.Sample{{Metric: "cpu_usage", Cluster: "east", Value: 1, ObservedAt: at}}})
-		status, reply := promtest.Send(t, ts.URL, e)
-		if _, fail := decode(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
+		status, reply := functest.Send(t, url, e)
+		if _, fail := functest.Reply(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
 			t.Errorf("status %d failure %+v, want 400 WrongType", status, fail)
 		}
 	})
 
 	srv.Stop()
-	status, reply := promtest.Send(t, ts.URL, promtest.Ping(`{`+usage+`,"capacity":1}`))
-	if _, fail := decode(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
+	status, reply := functest.Send(t, url, functest.Ping(`{`+usage+`,"capacity":1}`))
+	if _, fail := functest.Reply(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
 		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, fail)
 	}
 }

@@ -5,15 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +20,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/localhub"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
@@ -52,29 +50,6 @@ func apiServerSourceEvent(t *testing.T, typ, apiServer string, obj *unstructured
 	return e
 }
 
-// post sends e over HTTP to url and returns the status and reply.
-func post(t *testing.T, url string, e event.Event) (int, *event.Event) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, nil)
-	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	msg := cehttp.NewMessageFromHttpResponse(resp)
-	if msg.ReadEncoding() == binding.EncodingUnknown {
-		return resp.StatusCode, nil
-	}
-	reply, err := binding.ToEvent(context.Background(), msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, reply
-}
-
 var watchTypes = map[watch.EventType]string{watch.Added: TypeAdd, watch.Modified: TypeUpdate, watch.Deleted: TypeDelete}
 
 // TestHealthFromHubEvents drives a ManagedCluster on a real hub (etcd and kube-apiserver with the
@@ -102,8 +77,7 @@ func TestHealthFromHubEvents(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
-	defer srv.Close()
+	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 
 	mcs := hub.Cluster.ClusterV1().ManagedClusters()
 	const name = "dr-east"
@@ -190,7 +164,7 @@ func TestHealthFromHubEvents(t *testing.T) {
 		st.do()
 		obj := waitFor(t, w, st.watch)
 		in := apiServerSourceEvent(t, watchTypes[st.watch], hub.Config.Host, obj)
-		status, reply := post(t, srv.URL, in)
+		status, reply := functest.Send(t, url, in)
 		if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
 			t.Fatalf("%s: status %d reply %v", st.name, status, reply)
 		}
@@ -219,7 +193,7 @@ func TestHealthFromHubEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, reply := post(t, srv.URL, apiServerSourceEvent(t, TypeUpdate, hub.Config.Host, ns))
+	status, reply := functest.Send(t, url, apiServerSourceEvent(t, TypeUpdate, hub.Config.Host, ns))
 	if f, err := contract.DecodeFailure(reply); status != http.StatusBadRequest || err != nil || f.Reason != contract.ReasonInvalidData || !strings.Contains(f.Message, "managedclusters only") {
 		t.Errorf("a Namespace event: status %d, failure %+v %v", status, f, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
@@ -24,9 +24,7 @@ func serve(t *testing.T, s *Scorer) string {
 		t.Fatal(err)
 	}
 	fn := function.New("health-scorer", "test")
-	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 }
 
 const healthy = `{"apiVersion":"cluster.open-cluster-management.io/v1","kind":"ManagedCluster","metadata":{"name":"c1","resourceVersion":"7"},
@@ -54,7 +52,7 @@ func rawEvent(t *testing.T, typ, data string, at time.Time) event.Event {
 func TestValidForFlag(t *testing.T) {
 	url := serve(t, &Scorer{Resource: "dr-health", ScoreName: "up", ValidFor: time.Hour})
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	status, reply := post(t, url, rawEvent(t, TypeAdd, healthy, at))
+	status, reply := functest.Send(t, url, rawEvent(t, TypeAdd, healthy, at))
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
@@ -71,7 +69,7 @@ func TestValidForFlag(t *testing.T) {
 func TestEventWithoutTimeIsScoredAsOfReceipt(t *testing.T) {
 	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health"})
 	before := time.Now()
-	status, reply := post(t, url, rawEvent(t, TypeUpdate, healthy, time.Time{}))
+	status, reply := functest.Send(t, url, rawEvent(t, TypeUpdate, healthy, time.Time{}))
 	if status != http.StatusOK || reply.Time().Before(before.Truncate(time.Second)) || time.Since(reply.Time()) > 5*time.Second {
 		t.Errorf("status %d, reply time %s, want about now", status, reply.Time())
 	}
@@ -93,7 +91,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := post(t, url, rawEvent(t, tt.typ, tt.data, time.Now()))
+			status, reply := functest.Send(t, url, rawEvent(t, tt.typ, tt.data, time.Now()))
 			if status != http.StatusBadRequest || reply == nil {
 				t.Fatalf("status %d reply %v, want 400 with score.failed", status, reply)
 			}

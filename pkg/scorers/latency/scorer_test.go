@@ -13,12 +13,11 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
@@ -30,9 +29,7 @@ func scorerServer(t *testing.T) (string, *bytes.Buffer) {
 	fn := function.New("latency-scorer", "test")
 	logs := &bytes.Buffer{}
 	s := New("", slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), fn.Registry)
-	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil))
-	t.Cleanup(srv.Close)
-	return srv.URL, logs
+	return functest.Serve(t, fn, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping})), logs
 }
 
 // ping posts a PingSource event with data to url and returns the HTTP status and the reply event.
@@ -45,27 +42,7 @@ func ping(t *testing.T, url, data string) (int, *event.Event) {
 	if err := e.SetData(cloudevents.ApplicationJSON, []byte(data)); err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	msg := cehttp.NewMessageFromHttpResponse(resp)
-	if msg.ReadEncoding() == binding.EncodingUnknown {
-		return resp.StatusCode, nil
-	}
-	reply, err := binding.ToEvent(context.Background(), msg)
-	if err != nil {
-		t.Fatalf("reply is not a CloudEvent: %v", err)
-	}
-	return resp.StatusCode, reply
+	return functest.Send(t, url, e)
 }
 
 // scores flattens a score.updated reply to cluster/name -> value.

@@ -2,31 +2,22 @@ package promql_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
-func cs(cluster string, kv ...any) contract.ClusterScores {
-	c := contract.ClusterScores{Cluster: cluster}
-	for i := 0; i < len(kv); i += 2 {
-		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
-	}
-	return c
-}
+// cs keeps the tables of expected scores short.
+var cs = functest.ClusterScores
 
 func l(kv ...string) map[string]string {
 	m := map[string]string{}
@@ -66,44 +57,14 @@ func serve(t *testing.T, s *promql.Scorer) string {
 	t.Helper()
 	fn := function.New("promql-scorer", "test")
 	s.Log = fn.Log
-	ts := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
-	t.Cleanup(ts.Close)
-	return ts.URL
-}
-
-func client(t *testing.T, url string) *prom.Client {
-	t.Helper()
-	c, err := prom.New(prom.Config{URL: url, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func decode(t *testing.T, reply *event.Event) (*contract.ScoreUpdated, *contract.Failure) {
-	t.Helper()
-	if reply == nil {
-		t.Fatal("no reply event")
-	}
-	if reply.Type() == contract.TypeScoreFailed {
-		f, err := contract.DecodeFailure(reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nil, f
-	}
-	s, err := contract.DecodeScoreUpdated(reply)
-	if err != nil {
-		t.Fatalf("reply %s: %v", reply.Type(), err)
-	}
-	return s, nil
+	return functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 }
 
 func TestAgainstPrometheus(t *testing.T) {
 	srv := promtest.Start(t)
 	at := promtest.Aligned(time.Minute)
 	srv.MustPush(t, data(at)...)
-	url := serve(t, &promql.Scorer{Prom: client(t, srv.URL), Now: func() time.Time { return at }})
+	url := serve(t, &promql.Scorer{Prom: promtest.Client(t, srv.URL), Now: func() time.Time { return at }})
 
 	tests := []struct {
 		name string
@@ -155,8 +116,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
-			got, fail := decode(t, reply)
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
+			got, fail := functest.Reply(t, reply)
 			if status != http.StatusOK || fail != nil {
 				t.Fatalf("status %d failure %+v", status, fail)
 			}
@@ -185,8 +146,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
-			_, fail := decode(t, reply)
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
+			_, fail := functest.Reply(t, reply)
 			if status != http.StatusBadRequest || fail == nil || fail.Reason != tt.reason || fail.Retriable || !strings.Contains(fail.Message, tt.quote) {
 				t.Errorf("status %d failure %+v, want 400 %s mentioning %q", status, fail, tt.reason, tt.quote)
 			}
@@ -194,7 +155,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 
 	t.Run("no series", func(t *testing.T) {
-		status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"r","query":"no_such_metric","scoreName":"s","normalize":{"method":"none"}}`))
+		status, reply := functest.Send(t, url, functest.Ping(`{"resource":"r","query":"no_such_metric","scoreName":"s","normalize":{"method":"none"}}`))
 		if status != http.StatusAccepted || reply != nil {
 			t.Errorf("status %d reply %v, want 202 and no event", status, reply)
 		}
@@ -202,15 +163,15 @@ func TestAgainstPrometheus(t *testing.T) {
 
 	t.Run("metric.changed refused without --metric-config", func(t *testing.T) {
 		e, _ := contract.NewMetricChanged("p", at, contract.MetricChanged{Samples: []contract.Sample{{Metric: "gpu_util", Cluster: "east", Value: 1, ObservedAt: at}}})
-		status, reply := promtest.Send(t, url, e)
-		if _, fail := decode(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
+		status, reply := functest.Send(t, url, e)
+		if _, fail := functest.Reply(t, reply); status != http.StatusBadRequest || fail == nil || fail.Reason != contract.ReasonWrongType {
 			t.Errorf("status %d failure %+v, want 400 WrongType", status, fail)
 		}
 	})
 
 	srv.Stop()
-	status, reply := promtest.Send(t, url, promtest.Ping(`{"resource":"r","query":"up","scoreName":"s","normalize":{"method":"none"}}`))
-	if _, fail := decode(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
+	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"r","query":"up","scoreName":"s","normalize":{"method":"none"}}`))
+	if _, fail := functest.Reply(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
 		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, fail)
 	}
 }
@@ -233,8 +194,8 @@ func TestMetricChangedOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, reply := promtest.Send(t, url, e)
-	got, fail := decode(t, reply)
+	status, reply := functest.Send(t, url, e)
+	got, fail := functest.Reply(t, reply)
 	// minmax lower is better over 10..30: east 100, west -100, north -((15-10)*200/20-100) = 50.
 	want := contract.ScoreUpdated{Resource: "gpu-usage-score", Items: []contract.ClusterScores{cs("east", "gpu0", 100), cs("north", "gpu0", 50), cs("west", "gpu0", -100)}}
 	if status != http.StatusOK || fail != nil || !reflect.DeepEqual(*got, want) {

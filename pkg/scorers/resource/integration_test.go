@@ -2,16 +2,15 @@ package resource_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/promtest"
@@ -66,18 +65,7 @@ func serve(t *testing.T, q prom.Querier, at time.Time) string {
 	t.Helper()
 	fn := function.New("resource-scorer", "test")
 	s := &resource.Scorer{Prom: q, Log: fn.Log, Now: func() time.Time { return at }}
-	ts := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), s.Routes()), nil))
-	t.Cleanup(ts.Close)
-	return ts.URL
-}
-
-func client(t *testing.T, url string) *prom.Client {
-	t.Helper()
-	c, err := prom.New(prom.Config{URL: url, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 }
 
 func scores(t *testing.T, reply *event.Event) contract.ScoreUpdated {
@@ -104,19 +92,14 @@ func failure(t *testing.T, reply *event.Event) contract.Failure {
 	return *f
 }
 
-func cs(cluster string, kv ...any) contract.ClusterScores {
-	c := contract.ClusterScores{Cluster: cluster}
-	for i := 0; i < len(kv); i += 2 {
-		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
-	}
-	return c
-}
+// cs keeps the tables of expected scores short.
+var cs = functest.ClusterScores
 
 func TestAgainstPrometheus(t *testing.T) {
 	srv := promtest.Start(t)
 	at := promtest.Aligned(time.Minute)
 	srv.MustPush(t, ksm(at)...)
-	url := serve(t, client(t, srv.URL), at)
+	url := serve(t, promtest.Client(t, srv.URL), at)
 
 	tests := []struct {
 		name string
@@ -165,7 +148,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
 			if status != http.StatusOK {
 				t.Fatalf("status %d, reply %v", status, reply)
 			}
@@ -190,7 +173,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			status, reply := promtest.Send(t, url, promtest.Ping(tt.ping))
+			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
 			f := failure(t, reply)
 			if status != http.StatusBadRequest || f.Reason != tt.reason || f.Retriable || !strings.Contains(f.Message, tt.quote) {
 				t.Errorf("status %d failure %+v, want 400 %s mentioning %q", status, f, tt.reason, tt.quote)
@@ -207,7 +190,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, reply := promtest.Send(t, url, e)
+	status, reply := functest.Send(t, url, e)
 	// Default scores: cpuAvailable 12/64*200-100 = -62.5 -> -63; cpuAvailableRatio 100*12/16 = 75.
 	want := contract.ScoreUpdated{Resource: "resource-usage-score", Items: []contract.ClusterScores{cs("south", "cpuAvailable", -63, "cpuAvailableRatio", 75)}}
 	if got := scores(t, reply); status != http.StatusOK || !reflect.DeepEqual(got, want) {
@@ -215,7 +198,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 
 	// A ping now cannot reach Prometheus: 503 and a retriable failure, never a score.
-	status, reply = promtest.Send(t, url, promtest.Ping(`{}`))
+	status, reply = functest.Send(t, url, functest.Ping(`{}`))
 	if f := failure(t, reply); status != http.StatusServiceUnavailable || f.Reason != contract.ReasonMetricsUnavailable || !f.Retriable {
 		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, f)
 	}
@@ -224,8 +207,8 @@ func TestAgainstPrometheus(t *testing.T) {
 // An empty Prometheus has no series: nothing is scored and nothing is sent (202, no event).
 func TestNoSeries(t *testing.T) {
 	srv := promtest.Start(t)
-	url := serve(t, client(t, srv.URL), time.Now())
-	status, reply := promtest.Send(t, url, promtest.Ping(`{}`))
+	url := serve(t, promtest.Client(t, srv.URL), time.Now())
+	status, reply := functest.Send(t, url, functest.Ping(`{}`))
 	if status != http.StatusAccepted || reply != nil {
 		t.Errorf("status %d reply %v, want 202 and no event", status, reply)
 	}

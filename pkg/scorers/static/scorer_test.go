@@ -2,11 +2,9 @@ package static
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +12,10 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
@@ -59,9 +56,7 @@ func serve(t *testing.T, path string) (string, *bytes.Buffer) {
 	fn := function.New("static-scorer", "test")
 	logs := &bytes.Buffer{}
 	s := &Scorer{File: &File{Path: path, Log: slog.New(slog.NewJSONHandler(logs, nil))}}
-	srv := httptest.NewServer(fn.Handler(scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil))
-	t.Cleanup(srv.Close)
-	return srv.URL, logs
+	return functest.Serve(t, fn, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping})), logs
 }
 
 func ping(t *testing.T, url, data string) (int, *event.Event) {
@@ -75,24 +70,7 @@ func ping(t *testing.T, url, data string) (int, *event.Event) {
 			t.Fatal(err)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, url, nil)
-	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	msg := cehttp.NewMessageFromHttpResponse(resp)
-	if msg.ReadEncoding() == binding.EncodingUnknown {
-		return resp.StatusCode, nil
-	}
-	reply, err := binding.ToEvent(context.Background(), msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, reply
+	return functest.Send(t, url, e)
 }
 
 func scoresOf(t *testing.T, e *event.Event) (string, map[string]float64) {
