@@ -21,13 +21,14 @@ func main() {
 	qps := fn.Flags.Float64("kube-api-qps", 200, "client-side rate limit of hub requests per second")
 	burst := fn.Flags.Int("kube-api-burst", 400, "client-side burst of hub requests")
 	ttl := fn.Flags.Duration("ttl", scorewriter.DefaultTTL, "validUntil for events that set none, counted from when their metrics were observed (a few scoring intervals)")
-	remember := fn.Flags.Int("remember", 100000, "how many answered events (source and id) to recall, so redeliveries are not written again")
-	var opts scorewriter.Options
-	fn.Flags.DurationVar(&opts.Window, "coalesce-window", 10*time.Millisecond, "how long the first update of an idle object waits for others to share its write")
-	fn.Flags.IntVar(&opts.Workers, "workers", 64, "objects written concurrently")
-	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", 16, "re-reads after write conflicts before an update fails as retriable")
-	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", 15*time.Second, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
-	fn.Flags.IntVar(&opts.MaxPending, "max-pending", 200000, "updates accepted but not yet written; beyond it events get 503")
+	remember := fn.Flags.Int("remember-items", 200000, "cluster items of answered events to recall (by source and id), so redeliveries are answered without writing again")
+	skew := fn.Flags.Duration("max-clock-skew", 2*time.Minute, "how far ahead of this clock an event's time may be; events from further in the future are refused")
+	opts := scorewriter.DefaultOptions()
+	fn.Flags.DurationVar(&opts.Window, "coalesce-window", opts.Window, "how long the first update of an idle object waits for others to share its write (0: none)")
+	fn.Flags.IntVar(&opts.Workers, "workers", opts.Workers, "objects written concurrently")
+	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", opts.MaxConflicts, "re-reads after write conflicts before an update fails as retriable")
+	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", opts.RetryFor, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
+	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
 
 	fn.Main(func(ctx context.Context) error {
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -45,14 +46,18 @@ func main() {
 
 		var w *scorewriter.Writer
 		metrics := scorewriter.NewMetrics(fn.Registry, func() float64 { return float64(w.Pending()) })
-		w = scorewriter.NewWriter(client, opts, metrics, fn.Log)
-		h := scorewriter.NewHandler(w, clusters, *ttl, *remember, fn.Source())
+		if w, err = scorewriter.NewWriter(client, opts, metrics, fn.Log); err != nil {
+			return err
+		}
+		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberItems: *remember, Source: fn.Source()})
 
 		done := make(chan struct{})
 		wctx, stopWriter := context.WithCancel(context.Background())
 		go func() { w.Run(wctx); close(done) }()
 		err = fn.Serve(ctx, h.Handle, h.FailureReply)
-		stopWriter() // requests have drained: let in-flight writes finish
+		// Every request has been answered (after its write, or 503), so what the writer still
+		// holds belongs to no waiting request: stop it.
+		stopWriter()
 		<-done
 		return err
 	})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -43,6 +44,26 @@ type receiver struct {
 	log       *slog.Logger
 	events    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	labels map[string]bool // event types with a metric label of their own
+}
+
+// MaxTypeLabels bounds the type label's values: the type is chosen by whoever sends, and each new
+// value is a new series. A function takes a handful of types; the rest count as "other".
+const MaxTypeLabels = 32
+
+func (r *receiver) typeLabel(t string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.labels[t] {
+		return t
+	}
+	if len(r.labels) >= MaxTypeLabels {
+		return "other"
+	}
+	r.labels[t] = true
+	return t
 }
 
 func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg prometheus.Registerer) *receiver {
@@ -50,6 +71,7 @@ func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg promet
 		handle:    h,
 		onFailure: onFailure,
 		log:       log,
+		labels:    map[string]bool{},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_events_received_total",
 			Help: "CloudEvents received, by type and HTTP status answered.",
@@ -104,8 +126,9 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.write(req.Context(), w, resp)
-	r.events.WithLabelValues(typ, strconv.Itoa(resp.Status)).Inc()
-	r.latency.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	label := r.typeLabel(typ)
+	r.events.WithLabelValues(label, strconv.Itoa(resp.Status)).Inc()
+	r.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	if resp.Status >= 400 {
 		attrs := []any{"status", resp.Status, "type", typ}
 		if e != nil {

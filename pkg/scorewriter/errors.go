@@ -1,38 +1,43 @@
 package scorewriter
 
 import (
-	"context"
 	"errors"
-	"net"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// classify tells a failed hub request's reason and whether waiting may cure it. Conflicts are
-// handled before this, by re-reading.
-func classify(err error) (reason contract.Reason, transient bool) {
+// failure is how the writer treats a failed hub request. Conflicts are handled before this, by
+// re-reading.
+type failure struct {
+	reason contract.Reason
+	// wait: retrying here, after a backoff, may cure it (the hub is down, slow or throttling).
+	wait bool
+	// redeliver: a later redelivery by the broker may succeed (answer 503 rather than 4xx).
+	redeliver bool
+}
+
+func classify(err error) failure {
 	switch {
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
 		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
-		return contract.ReasonUnavailable, true
+		return failure{contract.ReasonUnavailable, true, true}
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return contract.ReasonForbidden, false
+		return failure{contract.ReasonForbidden, false, false}
 	case apierrors.IsNotFound(err):
-		// Creating in a namespace that does not exist: a cluster being registered, or just removed.
-		return contract.ReasonUnknownCluster, true
+		// Creating in a namespace that does not exist yet: a cluster being registered. Not worth
+		// holding its updates here, but worth the broker's redelivery later.
+		return failure{contract.ReasonUnknownCluster, false, true}
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
-		return contract.ReasonRejected, false
+		return failure{contract.ReasonRejected, false, false}
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return contract.ReasonRejected, status.Status().Code >= 500
+		server := status.Status().Code >= 500
+		return failure{contract.ReasonRejected, server, server}
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
-		return contract.ReasonUnavailable, true
-	}
-	// Anything else (connection refused, EOF, TLS while the server restarts) is a transport failure.
-	return contract.ReasonUnavailable, true
+	// Anything else (connection refused, EOF, timeouts, TLS while the server restarts) is a
+	// transport failure.
+	return failure{contract.ReasonUnavailable, true, true}
 }

@@ -30,26 +30,41 @@ type ClusterChecker interface {
 type Handler struct {
 	writer   *Writer
 	clusters ClusterChecker
-	ttl      time.Duration
-	source   string
+	opts     HandlerOptions
 	metrics  *Metrics
 	now      func() time.Time
 
-	mu   sync.Mutex
-	seen *lru.Cache // source+id -> *answer, for redeliveries
+	mu    sync.Mutex
+	seen  *lru.Cache // source+id -> *answer, for redeliveries
+	items int        // cluster items held by seen's answers
+}
+
+// HandlerOptions configure a Handler.
+type HandlerOptions struct {
+	// TTL sets validUntil for events without one, counted from when their metrics were observed.
+	TTL time.Duration
+	// MaxClockSkew is how far ahead of this clock an event's time may be. A time further ahead is
+	// refused: it would order every later, honest observation out as stale.
+	MaxClockSkew time.Duration
+	// RememberItems bounds the memory of answered events (recalled for redeliveries), counted in
+	// cluster items so that large events cost what they weigh.
+	RememberItems int
+	// Source is the CloudEvents source of the replies.
+	Source string
 }
 
 type answer struct {
 	done   chan struct{}
+	weight int
 	result contract.WriteResult
 	status int
 }
 
-// NewHandler creates the handler. ttl sets validUntil for events without one, counted from when
-// their metrics were observed; remember bounds how many answered events are recalled for
-// redeliveries.
-func NewHandler(w *Writer, clusters ClusterChecker, ttl time.Duration, remember int, source string) *Handler {
-	return &Handler{writer: w, clusters: clusters, ttl: ttl, source: source, metrics: w.metrics, now: time.Now, seen: lru.New(remember)}
+// NewHandler creates the handler.
+func NewHandler(w *Writer, clusters ClusterChecker, opts HandlerOptions) *Handler {
+	h := &Handler{writer: w, clusters: clusters, opts: opts, metrics: w.metrics, now: time.Now}
+	h.seen = lru.NewWithEvictionFunc(0, func(_ lru.Key, v any) { h.items -= v.(*answer).weight })
+	return h
 }
 
 // Handle is a function.Handler.
@@ -65,8 +80,14 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 		return h.reply(contract.WriteResult{Input: ref, Reason: reason, Message: err.Error()}, http.StatusBadRequest)
 	}
 
+	if ahead := e.Time().Sub(h.now()); ahead > h.opts.MaxClockSkew {
+		return h.reply(contract.WriteResult{Input: ref, Reason: contract.ReasonInvalidData,
+			Message: fmt.Sprintf("time: %s is %s ahead of the writer's clock (more than %s): scores cannot be observed in the future",
+				e.Time().UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), h.opts.MaxClockSkew)}, http.StatusBadRequest)
+	}
+
 	key := e.Source() + "\x00" + e.ID()
-	a, first := h.claim(key)
+	a, first := h.claim(key, len(su.Items))
 	if !first {
 		select {
 		case <-a.done:
@@ -77,29 +98,33 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 		r.Duplicate = true
 		return h.reply(r, a.status)
 	}
-	result, status := h.write(ctx, &e, su)
-	if status >= 500 {
+	defer close(a.done) // even on a panic, so that duplicates waiting for it do not hang
+	a.result, a.status = h.write(ctx, &e, su)
+	if a.status >= 500 {
 		h.forget(key) // a redelivery must try again
 	}
-	a.result, a.status = result, status
-	close(a.done)
-	return h.reply(result, status)
+	return h.reply(a.result, a.status)
 }
 
 // FailureReply answers requests that are not CloudEvents at all.
 func (h *Handler) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
-	e := contract.NewWriteResult(h.source, contract.WriteResult{Input: in, Reason: reason, Message: message})
+	e := contract.NewWriteResult(h.opts.Source, contract.WriteResult{Input: in, Reason: reason, Message: message})
 	return &e
 }
 
-func (h *Handler) claim(key string) (*answer, bool) {
+// claim returns the answer to a redelivered event, or registers a new one of weight items.
+func (h *Handler) claim(key string, items int) (*answer, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v, ok := h.seen.Get(key); ok {
 		return v.(*answer), false
 	}
-	a := &answer{done: make(chan struct{})}
+	a := &answer{done: make(chan struct{}), weight: max(items, 1), status: http.StatusInternalServerError}
 	h.seen.Add(key, a)
+	h.items += a.weight
+	for h.items > h.opts.RememberItems && h.seen.Len() > 1 {
+		h.seen.RemoveOldest() // the eviction func gives its weight back
+	}
 	return a, true
 }
 
@@ -116,7 +141,7 @@ func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreU
 	if validUntil.After(now) {
 		validUntil = now // a clock ahead of ours must not buy extra validity
 	}
-	validUntil = validUntil.Add(h.ttl)
+	validUntil = validUntil.Add(h.opts.TTL)
 	switch {
 	case su.ValidUntil != nil:
 		validUntil = *su.ValidUntil
@@ -180,7 +205,7 @@ func statusFor(r *contract.WriteResult) int {
 }
 
 func (h *Handler) reply(r contract.WriteResult, status int) function.Response {
-	e := contract.NewWriteResult(h.source, r)
+	e := contract.NewWriteResult(h.opts.Source, r)
 	h.metrics.replies.WithLabelValues(e.Type(), strconv.FormatBool(r.Duplicate)).Inc()
 	return function.Response{Status: status, Event: &e}
 }

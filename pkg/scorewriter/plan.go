@@ -71,9 +71,10 @@ func (l ledger) encode() string {
 
 // decision is what became of one update in a plan.
 type decision struct {
-	written bool
-	reason  contract.Reason // Duplicate or Stale when not written
-	message string
+	written  bool
+	rejected bool            // refused for good (Rejected); otherwise not written means skipped
+	reason   contract.Reason // Duplicate, Stale or Rejected when not written
+	message  string
 }
 
 // plan is the result of merging updates into an object.
@@ -84,8 +85,6 @@ type plan struct {
 	decisions []decision
 	// expired are score names dropped because their validUntil passed.
 	expired []string
-	// tooBig says why the plan cannot be written, when the ledger outgrows its condition.
-	tooBig string
 }
 
 // makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
@@ -118,12 +117,26 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 
 	owner := map[string]int{} // score name -> index of the update whose value stands
 	dupOnly := make([]bool, len(updates))
+	superseded := make([]bool, len(updates))
+	rejected := make([]string, len(updates))
+	size := len(next.encode())
 	for _, i := range order {
 		u := updates[i]
+		// A score new to the ledger grows its condition message; an update that would overflow
+		// it is refused alone, so it cannot fail the others coalesced into this write.
+		grow := ledgerGrowth(next, u)
+		if size+grow > maxLedgerBytes {
+			rejected[i] = fmt.Sprintf("%d score names would make this object's ledger over the %d bytes a condition holds: spread them over more AddOnPlacementScore resources", len(next)+len(u.Scores), maxLedgerBytes)
+			continue
+		}
+		size += grow
 		dupOnly[i] = true
 		for _, s := range u.Scores {
 			v := int32(s.Value)
 			prev, known := next[s.Name]
+			// An expired entry orders nothing: its value is about to be dropped, and a clock that
+			// ran ahead once must not block every later observation.
+			known = known && !prev.expired(now)
 			switch {
 			case known && u.Observed.Before(prev.Observed):
 				dupOnly[i] = false // stale
@@ -134,6 +147,9 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 				}
 			}
 			dupOnly[i] = false // applied, though a newer update in this batch may supersede it
+			if j, ok := owner[s.Name]; ok {
+				superseded[j] = true
+			}
 			next[s.Name] = entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
 			values[s.Name] = v
 			owner[s.Name] = i
@@ -148,8 +164,12 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	for i, u := range updates {
 		switch {
 		case p.decisions[i].written:
+		case rejected[i] != "":
+			p.decisions[i] = decision{rejected: true, reason: contract.ReasonRejected, message: rejected[i]}
 		case dupOnly[i]:
 			p.decisions[i] = decision{reason: contract.ReasonDuplicate, message: "these scores, observed at this time, are already applied"}
+		case superseded[i]:
+			p.decisions[i] = decision{reason: contract.ReasonStale, message: "superseded by a newer update of the same scores in the same write"}
 		default:
 			p.decisions[i] = decision{reason: contract.ReasonStale, message: fmt.Sprintf("newer scores than %s are already applied", u.Observed.UTC().Format(time.RFC3339Nano))}
 		}
@@ -159,7 +179,7 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	}
 
 	for name, e := range next {
-		if !e.ValidUntil.IsZero() && !e.ValidUntil.After(now) {
+		if e.expired(now) {
 			delete(next, name)
 			delete(values, name)
 			p.expired = append(p.expired, name)
@@ -213,10 +233,25 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		Message: conditionMessage(updates, p.decisions),
 	})
 	p.status = status
-	if n := len(next.encode()); n > maxLedgerBytes {
-		p.tooBig = fmt.Sprintf("%d score names make a %d-byte ledger, over the %d bytes a condition holds: spread them over more AddOnPlacementScore resources", len(next), n, maxLedgerBytes)
-	}
 	return p
+}
+
+// expired reports whether the entry's validUntil has passed (a zero validUntil never does).
+func (e entry) expired(now time.Time) bool {
+	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
+}
+
+// ledgerGrowth is how many bytes u's score names new to l would add to its encoding.
+func ledgerGrowth(l ledger, u *Update) int {
+	grow := 0
+	for _, s := range u.Scores {
+		if _, ok := l[s.Name]; !ok {
+			k, _ := json.Marshal(s.Name)
+			v, _ := json.Marshal(entry{Observed: u.Observed, ValidUntil: u.ValidUntil})
+			grow += len(k) + 1 + len(v) + 1 // "name":[...],
+		}
+	}
+	return grow
 }
 
 func hasValue(values map[string]int32, name string, v int32) bool {

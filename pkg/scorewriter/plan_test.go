@@ -2,6 +2,7 @@ package scorewriter
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,15 +108,44 @@ func TestMakePlanExpiryAndValidUntil(t *testing.T) {
 	}
 }
 
-func TestMakePlanRefusesALedgerTooBigForItsCondition(t *testing.T) {
-	var scores []contract.Score
+// An update that would overflow the ledger's condition is refused alone; the updates coalesced
+// with it are still written, and what is written fits.
+func TestMakePlanRefusesOnlyTheUpdateThatOverflowsTheLedger(t *testing.T) {
+	var many []contract.Score
 	for i := 0; i < 600; i++ {
-		scores = append(scores, sc(fmt.Sprintf("score-with-a-long-name-%04d", i), 1))
+		many = append(many, sc(fmt.Sprintf("score-with-a-long-name-%04d", i), 1))
 	}
-	if p := makePlan(nil, []*Update{upd(0, scores...)}, t0); p.tooBig == "" {
-		t.Error("a 600-score ledger was accepted; the CRD would refuse its condition message")
+	small := upd(time.Second, sc("small", 5))
+	p := makePlan(nil, []*Update{upd(0, many...), small}, t0)
+	if d := p.decisions[0]; !d.rejected || d.reason != contract.ReasonRejected {
+		t.Errorf("600 names: %+v, want Rejected", d)
 	}
-	if p := makePlan(nil, []*Update{upd(0, scores[:200]...)}, t0); p.tooBig != "" {
-		t.Errorf("200 scores refused: %s", p.tooBig)
+	if d := p.decisions[1]; !d.written {
+		t.Errorf("the small update coalesced with it: %+v, want written", d)
+	}
+	if n := len(p.ledger.encode()); n > maxLedgerBytes {
+		t.Errorf("ledger of %d bytes written, over %d", n, maxLedgerBytes)
+	}
+	if p := makePlan(nil, []*Update{upd(0, many[:200]...)}, t0); !p.decisions[0].written || len(p.ledger.encode()) > maxLedgerBytes {
+		t.Errorf("200 names: %+v", p.decisions[0])
+	}
+}
+
+// A score observed "in the future" (a clock ahead) that has expired must not block later honest
+// observations: an expired entry orders nothing.
+func TestMakePlanExpiredEntryDoesNotBlockOlderObservations(t *testing.T) {
+	ahead := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 10)}, t0.Add(24*time.Hour), t0.Add(time.Minute), "skewed")
+	base := object(makePlan(nil, []*Update{ahead}, t0))
+	honest := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 20)}, t0.Add(2*time.Minute), t0.Add(time.Hour), "honest")
+	p := makePlan(base, []*Update{honest}, t0.Add(2*time.Minute))
+	if !p.decisions[0].written || values(object(p))["a"] != 20 {
+		t.Errorf("honest update after an expired future-dated one: %+v, scores %v", p.decisions[0], values(object(p)))
+	}
+}
+
+func TestMakePlanSupersededInTheSameWrite(t *testing.T) {
+	p := makePlan(nil, []*Update{upd(time.Second, sc("a", 1)), upd(time.Second, sc("a", 1))}, t0)
+	if d := p.decisions[0]; d.written || d.reason != contract.ReasonStale || !strings.Contains(d.message, "superseded") {
+		t.Errorf("first of two equal updates: %+v, want Stale, superseded", d)
 	}
 }

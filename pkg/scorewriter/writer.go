@@ -36,8 +36,9 @@ type Update struct {
 	ValidUntil time.Time
 	Source     string
 
-	arrived time.Time
-	result  chan contract.ItemResult
+	arrived  time.Time
+	deadline time.Time // set at the first attempt: transient failures are retried until then
+	result   chan contract.ItemResult
 }
 
 // NewUpdate prepares an update for Submit.
@@ -55,38 +56,42 @@ func (u *Update) Result(ctx context.Context) (contract.ItemResult, error) {
 	}
 }
 
-// Options tune a Writer. Zero values take the defaults shown.
+// Options tune a Writer.
 type Options struct {
-	// Window is how long the first update for an idle object waits for others to join its write
-	// (default 10ms). While a write is in flight, new updates wait for it and go in the next one.
+	// Window is how long the first update for an idle object waits for others to join its write.
+	// While a write is in flight, new updates wait for it and go in the next one.
 	Window time.Duration
-	// Workers bounds concurrent object writes (default 64).
+	// Workers bounds concurrent object writes.
 	Workers int
-	// MaxConflicts bounds re-reads after optimistic-concurrency conflicts per write (default 16).
+	// MaxConflicts bounds re-reads after optimistic-concurrency conflicts per write.
 	MaxConflicts int
-	// RetryFor bounds retries of transient hub failures per write (default 15s); after it the
-	// updates fail as retriable and the event is handed back to the broker.
+	// RetryFor bounds how long an update is retried while the hub fails transiently; after it the
+	// update fails as retriable and the event is handed back to the broker.
 	RetryFor time.Duration
-	// MaxPending bounds accepted, unwritten updates (default 200,000); beyond it Submit refuses.
+	// MaxPending bounds accepted, unwritten updates; beyond it Submit refuses.
 	MaxPending int
 }
 
-func (o *Options) defaults() {
-	if o.Window == 0 {
-		o.Window = 10 * time.Millisecond
+// DefaultOptions are the writer's defaults (and its flags').
+func DefaultOptions() Options {
+	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000}
+}
+
+// Validate refuses options that would stall the writer.
+func (o Options) Validate() error {
+	switch {
+	case o.Window < 0:
+		return fmt.Errorf("coalesce window %s is negative", o.Window)
+	case o.Workers < 1:
+		return fmt.Errorf("workers must be at least 1, not %d", o.Workers)
+	case o.MaxConflicts < 0:
+		return fmt.Errorf("max conflicts %d is negative", o.MaxConflicts)
+	case o.RetryFor < 0:
+		return fmt.Errorf("retry-for %s is negative", o.RetryFor)
+	case o.MaxPending < 1:
+		return fmt.Errorf("max pending must be at least 1, not %d", o.MaxPending)
 	}
-	if o.Workers == 0 {
-		o.Workers = 64
-	}
-	if o.MaxConflicts == 0 {
-		o.MaxConflicts = 16
-	}
-	if o.RetryFor == 0 {
-		o.RetryFor = 15 * time.Second
-	}
-	if o.MaxPending == 0 {
-		o.MaxPending = 200000
-	}
+	return nil
 }
 
 // DefaultTTL is the validity given to scores whose event sets no validUntil: a few scoring intervals.
@@ -109,15 +114,18 @@ type Writer struct {
 	pending  map[Key][]*Update
 	npending int
 	closed   bool
+	backoff  map[Key]time.Duration // next wait of an object whose writes fail transiently
 
 	// objects caches the last version written or read per object, so a write normally needs no
 	// read. A stale copy costs one conflict and a re-read.
 	objects sync.Map // Key -> *clusterv1alpha1.AddOnPlacementScore
 }
 
-// NewWriter creates a writer. Call Run to start writing.
-func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, log *slog.Logger) *Writer {
-	opts.defaults()
+// NewWriter creates a writer with opts (start from DefaultOptions). Call Run to start writing.
+func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, log *slog.Logger) (*Writer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	return &Writer{
 		client:  client,
 		opts:    opts,
@@ -126,7 +134,8 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		now:     time.Now,
 		queue:   workqueue.NewTypedDelayingQueue[Key](),
 		pending: map[Key][]*Update{},
-	}
+		backoff: map[Key]time.Duration{},
+	}, nil
 }
 
 // Pending is the number of accepted updates not yet answered.
@@ -162,8 +171,8 @@ func (w *Writer) Submit(us ...*Update) error {
 	return nil
 }
 
-// Run writes until ctx ends, then finishes the writes under way, fails what is still waiting as
-// retriable (the broker redelivers it) and returns.
+// Run writes until ctx ends. Then it cancels the writes under way, fails every update still
+// waiting as retriable (their events are answered 503, so the broker redelivers them) and returns.
 func (w *Writer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := 0; i < w.opts.Workers; i++ {
@@ -204,26 +213,30 @@ func (w *Writer) take(key Key) []*Update {
 }
 
 // flush writes every pending update of one object in one status update (plus a create the first
-// time), re-reading and re-planning on conflict and retrying transient failures until RetryFor.
+// time), re-reading and re-planning on conflict. A transient failure does not hold the worker: the
+// updates go back to pending and the object is queued again after a backoff, until each update's
+// deadline (RetryFor after its first attempt) has passed.
 func (w *Writer) flush(ctx context.Context, key Key) {
 	us := w.take(key)
 	if len(us) == 0 {
 		return
 	}
 	w.metrics.batchSize.Observe(float64(len(us)))
-	deadline := time.Now().Add(w.opts.RetryFor)
-	backoff := 50 * time.Millisecond
+	now := time.Now()
+	for _, u := range us {
+		if u.deadline.IsZero() {
+			u.deadline = now.Add(w.opts.RetryFor)
+		}
+	}
 	conflicts := 0
 	cur := w.cached(key)
 	for {
 		res, err := w.attempt(ctx, key, cur, us)
 		if err == nil {
+			w.mu.Lock()
+			delete(w.backoff, key)
+			w.mu.Unlock()
 			w.resolve(us, res)
-			return
-		}
-		var big errTooBig
-		if errors.As(err, &big) {
-			w.resolveAll(us, failed(contract.ReasonRejected, false, big.msg))
 			return
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
@@ -232,24 +245,51 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
 				return
 			}
-		} else {
-			reason, transient := classify(err)
-			if !transient || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
-				w.log.Warn("write failed", "object", key.String(), "reason", reason, "err", err)
-				w.resolveAll(us, failed(reason, transient, err.Error()))
-				return
-			}
-			w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", backoff.String())
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			backoff = min(2*backoff, 2*time.Second)
+			// Re-read: the object changed under us. Unreadable counts as missing: a create
+			// then either works or conflicts and reads again.
+			cur, _ = w.read(ctx, key)
+			continue
 		}
-		// Re-read: the object changed under us or its state is unknown. Unreadable counts as
-		// missing: a create then either works or conflicts and reads again.
-		cur, _ = w.read(ctx, key)
+		f := classify(err)
+		if !f.wait || ctx.Err() != nil {
+			w.log.Warn("write failed", "object", key.String(), "reason", f.reason, "err", err)
+			w.resolveAll(us, failed(f.reason, f.redeliver, err.Error()))
+			return
+		}
+		w.retryLater(key, us, f.reason, err)
+		return
 	}
+}
+
+// retryLater fails the updates whose deadline comes before the next try and puts the others back
+// in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s).
+func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err error) {
+	w.objects.Delete(key) // its state is unknown: read it before the next write
+	w.mu.Lock()
+	wait := max(w.backoff[key], 50*time.Millisecond)
+	w.backoff[key] = min(2*wait, 2*time.Second)
+	w.mu.Unlock()
+	due := time.Now().Add(wait)
+	var keep, give []*Update
+	for _, u := range us {
+		if u.deadline.Before(due) {
+			give = append(give, u)
+		} else {
+			keep = append(keep, u)
+		}
+	}
+	if len(give) > 0 {
+		w.log.Warn("write failed, retries used up", "object", key.String(), "reason", reason, "err", err, "updates", len(give))
+		w.resolveAll(give, failed(reason, true, err.Error()))
+	}
+	if len(keep) == 0 {
+		return
+	}
+	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String())
+	w.mu.Lock()
+	w.pending[key] = append(keep, w.pending[key]...)
+	w.mu.Unlock()
+	w.queue.AddAfter(key, wait)
 }
 
 type attemptResult struct {
@@ -267,9 +307,6 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 			rv = cur.ResourceVersion
 		}
 		return attemptResult{plan: p, rv: rv}, nil
-	}
-	if p.tooBig != "" {
-		return attemptResult{}, errTooBig{p.tooBig}
 	}
 	api := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster)
 	base := cur
@@ -339,9 +376,12 @@ func (w *Writer) observeScores(key Key, obj *clusterv1alpha1.AddOnPlacementScore
 func (w *Writer) resolve(us []*Update, res attemptResult) {
 	out := make([]contract.ItemResult, len(us))
 	for i, d := range res.plan.decisions {
-		if d.written {
+		switch {
+		case d.written:
 			out[i] = contract.ItemResult{Outcome: contract.OutcomeWritten, ResourceVersion: res.rv}
-		} else {
+		case d.rejected:
+			out[i] = failed(d.reason, false, d.message)
+		default:
 			out[i] = contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: d.reason, Message: d.message, ResourceVersion: res.rv}
 		}
 	}
@@ -368,10 +408,6 @@ func (w *Writer) deliver(us []*Update, out []contract.ItemResult) {
 	w.npending -= len(us)
 	w.mu.Unlock()
 }
-
-type errTooBig struct{ msg string }
-
-func (e errTooBig) Error() string { return e.msg }
 
 func failed(reason contract.Reason, retriable bool, msg string) contract.ItemResult {
 	return contract.ItemResult{Outcome: contract.OutcomeFailed, Reason: reason, Retriable: retriable, Message: msg}

@@ -385,7 +385,12 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 	}
 	var w *scorewriter.Writer
 	metrics := scorewriter.NewMetrics(prometheus.NewRegistry(), func() float64 { return float64(w.Pending()) })
-	w = scorewriter.NewWriter(cc, scorewriter.Options{RetryFor: 2 * time.Second}, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	opts := scorewriter.DefaultOptions()
+	opts.RetryFor = 2 * time.Second
+	w, err := scorewriter.NewWriter(cc, opts, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })

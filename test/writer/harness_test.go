@@ -63,8 +63,9 @@ type server struct {
 }
 
 type serverOpts struct {
-	writer scorewriter.Options
-	ttl    time.Duration
+	writer   scorewriter.Options
+	ttl      time.Duration
+	remember int // cluster items of answered events recalled (default 100,000)
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -95,10 +96,20 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	var w *scorewriter.Writer
 	metrics := scorewriter.NewMetrics(fn.Registry, func() float64 { return float64(w.Pending()) })
-	w = scorewriter.NewWriter(client, o.writer, metrics, fn.Log)
+	opts := scorewriter.DefaultOptions()
+	if o.writer.RetryFor != 0 {
+		opts.RetryFor = o.writer.RetryFor
+	}
+	w, err := scorewriter.NewWriter(client, opts, metrics, fn.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
-	h := scorewriter.NewHandler(w, mcs, o.ttl, 10000, fn.Source())
+	if o.remember == 0 {
+		o.remember = 100000
+	}
+	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberItems: o.remember, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {

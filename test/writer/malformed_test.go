@@ -50,6 +50,11 @@ func TestMalformedInputChangesNothing(t *testing.T) {
 		}(), http.StatusBadRequest, contract.ReasonNotCloudEvent},
 		{"wrong type", binary(contract.TypeMetricChanged, "application/json", good), http.StatusBadRequest, contract.ReasonWrongType},
 		{"no ce-time", binary(contract.TypeScoreUpdated, "application/json", good, "Ce-Time"), http.StatusBadRequest, contract.ReasonInvalidData},
+		{"time an hour ahead", func() request {
+			r := binary(contract.TypeScoreUpdated, "application/json", good)
+			r.headers["Ce-Time"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+			return r
+		}(), http.StatusBadRequest, contract.ReasonInvalidData},
 		{"XML data", binary(contract.TypeScoreUpdated, "application/xml", "<scores/>"), http.StatusBadRequest, contract.ReasonInvalidData},
 		{"data not JSON", binary(contract.TypeScoreUpdated, "application/json", "{resource: target"), http.StatusBadRequest, contract.ReasonInvalidData},
 		{"JSON array", binary(contract.TypeScoreUpdated, "application/json", `[`+good+`]`), http.StatusBadRequest, contract.ReasonInvalidData},

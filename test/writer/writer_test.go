@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -359,5 +361,52 @@ func TestNeverExpiringScores(t *testing.T) {
 	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "forever", NeverExpires: true, ValidUntil: &vu, Items: []contract.ClusterScores{item("c4", score("x", 1))}}))
 	if status != http.StatusBadRequest || result(t, reply).Reason != contract.ReasonInvalidData {
 		t.Errorf("neverExpires with validUntil: %d, want 400 InvalidData", status)
+	}
+}
+
+// A ManagedCluster whose namespace does not exist yet (registration in progress): the item fails
+// at once as retriable (503, the broker redelivers later) instead of holding a worker, and no
+// namespace is created.
+func TestClusterWithoutNamespaceFailsFastAsRetriable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, err := hub.Cluster.ClusterV1().ManagedClusters().Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "registering"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := startWriter(t, serverOpts{})
+	start := time.Now()
+	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "early", Items: []contract.ClusterScores{item("registering", score("a", 1))}}))
+	r := result(t, reply)
+	if status != http.StatusServiceUnavailable || r.Items[0].Reason != contract.ReasonUnknownCluster || !r.Items[0].Retriable {
+		t.Errorf("%d %+v, want 503 retriable UnknownCluster", status, r.Items[0])
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s: the writer waited on a namespace that is not there", took)
+	}
+	if _, err := hub.Kube.CoreV1().Namespaces().Get(ctx, "registering", metav1.GetOptions{}); err == nil {
+		t.Error("the writer created the namespace")
+	}
+}
+
+// The memory of answered events is bounded by cluster items: older answers are forgotten (the
+// ledger on the object still recognises their redeliveries), recent ones are recalled.
+func TestRedeliveryMemoryIsBoundedByItems(t *testing.T) {
+	t.Parallel()
+	s := startWriter(t, serverOpts{remember: 4})
+	var events []cloudevents.Event
+	for i := 0; i < 3; i++ {
+		e := scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: fmt.Sprintf("memory-%d", i), Items: []contract.ClusterScores{item("c1", score("a", 1)), item("c2", score("a", 1))}})
+		events = append(events, e)
+		if _, reply := s.send(t, e); result(t, reply).Failed() {
+			t.Fatal("write failed")
+		}
+	}
+	_, reply := s.send(t, events[2])
+	if r := result(t, reply); !r.Duplicate {
+		t.Errorf("the latest event's redelivery: %+v, want recalled as a duplicate", r)
+	}
+	_, reply = s.send(t, events[0])
+	if r := result(t, reply); r.Duplicate || r.Items[0].Reason != contract.ReasonDuplicate {
+		t.Errorf("the oldest event's redelivery (forgotten: 6 items > 4): %+v, want recognised by the ledger", r)
 	}
 }
