@@ -35,7 +35,7 @@ func run(args []string) error {
 		}
 		return err
 	}
-	if err := os.RemoveAll(*state); err != nil {
+	if err := resetState(*state); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,6 +105,30 @@ Ctrl-C stops everything.
 			say(">>> placement %s/%s decides: %s\n", devrun.Namespace, devrun.Placement, orNone(dec))
 		}
 	}
+}
+
+// stateMarker marks a directory scoreflow run made, so that it only ever empties its own.
+const stateMarker = ".scoreflow-run"
+
+// resetState empties dir for a new run, refusing a non-empty directory it did not make.
+func resetState(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, stateMarker)); err != nil {
+			return fmt.Errorf("--state %s is not empty and was not made by scoreflow run: choose another directory", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, stateMarker), nil, 0o644)
 }
 
 func orNone(s string) string {

@@ -219,7 +219,9 @@ func (f *Function) Stop() {
 		_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
 		f.done <- <-f.done
 	}
-	_ = f.log.Close()
+	if f.log != nil {
+		_ = f.log.Close()
+	}
 }
 
 func freePort() (int, error) {

@@ -162,6 +162,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	log.Info("starting functions", "count", len(fns), "logs", logDir)
+	for _, f := range fns {
+		s.Functions[f.Name] = f // recorded first, so that Stop stops them if a start fails
+	}
 	if err = startAll(ctx, fns, extra, logDir); err != nil {
 		_ = ln.Close()
 		return s, err
@@ -171,7 +174,6 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		services[k] = v
 	}
 	for _, f := range fns {
-		s.Functions[f.Name] = f
 		services[f.Key()] = f.URL
 	}
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,10 +47,22 @@ const ocmAPIModule = "open-cluster-management.io/api"
 // AddOnPlacementScore, Placement and PlacementDecision, ManagedClusterSet(Binding).
 var CRDDirs = []string{"cluster/v1", "cluster/v1alpha1", "cluster/v1beta1", "cluster/v1beta2"}
 
-// ModuleDir returns the directory of a module required by this repository's go.mod, downloading
-// it when needed. It runs the go command, so it works wherever the repository's tests do.
+// ModuleDir returns the directory of a module this binary was built with, downloading it when
+// needed. It asks the go command for the exact version in the build info, so it works from any
+// directory (scoreflow run --root elsewhere), not only inside the repository.
 func ModuleDir(module string) (string, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	query := module
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == module {
+				query = module + "@" + d.Version
+				if d.Replace != nil {
+					query = d.Replace.Path + "@" + d.Replace.Version
+				}
+			}
+		}
+	}
+	out, err := exec.Command("go", "mod", "download", "-json", query).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return "", fmt.Errorf("go mod download %s: %v: %s", module, err, ee.Stderr)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,8 +26,9 @@ const ClusterSetLabel = clusterv1beta2.ClusterSetLabel
 // PlacementController is the real OCM placement controller (open-cluster-management.io/ocm
 // cmd/placement, built by `make tools`) running against the hub.
 type PlacementController struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd      *exec.Cmd
+	done     chan error
+	stopOnce sync.Once
 }
 
 // StartPlacementController runs the placement controller with the hub's admin kubeconfig. Its logs
@@ -60,15 +62,17 @@ func (h *Hub) StartPlacementController(out io.Writer) (*PlacementController, err
 	return pc, nil
 }
 
-// Stop terminates the controller and waits for it.
+// Stop terminates the controller and waits for it. Safe to call twice.
 func (pc *PlacementController) Stop() error {
-	_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-pc.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGKILL)
-		<-pc.done
-	}
+	pc.stopOnce.Do(func() {
+		_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-pc.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-pc.cmd.Process.Pid, syscall.SIGKILL)
+			<-pc.done
+		}
+	})
 	return nil
 }
 
