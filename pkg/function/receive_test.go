@@ -10,14 +10,16 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/functest"
+	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
 // Whoever sends chooses the event type: junk types must not grow /metrics without bound.
 func TestEventTypeLabelsAreBounded(t *testing.T) {
 	fn := function.New("test", "test")
-	url := functest.Serve(t, fn, func(context.Context, event.Event) function.Response { return function.Response{Status: http.StatusBadRequest} })
+	url := functest.Serve(t, fn, func(context.Context, event.Event) function.Response {
+		return function.Response{Status: http.StatusBadRequest}
+	})
 	for i := 0; i < 3*function.MaxTypeLabels; i++ {
 		e := cloudevents.NewEvent()
 		e.SetID(fmt.Sprint(i))
