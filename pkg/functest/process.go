@@ -166,6 +166,18 @@ func Start(t testing.TB, env []string, args ...string) *Process {
 // Output is what the function has logged so far, stdout and stderr.
 func (p *Process) Output() string { return p.out.String() }
 
+// WaitOutput waits until the output contains want: it is copied from the child's pipe
+// asynchronously, so a line the function logged before answering may not be there yet.
+func (p *Process) WaitOutput(t testing.TB, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(p.out.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("no %q in the function's output within %s:\n%s", want, within, p.out.String())
+			return
+		}
+	}
+}
+
 // Exited is closed once the process has exited, for tests that wait for something else meanwhile.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
