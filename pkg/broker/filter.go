@@ -135,3 +135,10 @@ func filterContext() context.Context {
 func passes(ctx context.Context, f eventfilter.Filter, e *event.Event) bool {
 	return f == nil || f.Filter(ctx, *e) != eventfilter.FailFilter
 }
+
+// TriggerFilter is the filter the broker applies for t; nil means every event passes. Unlike
+// Knative's all/any filters it starts no goroutines and needs no Cleanup (TestFiltersMatchKnative
+// checks it decides as Knative's do).
+func TriggerFilter(t *eventingv1.Trigger) eventfilter.Filter {
+	return newFilter(t, slog.New(slog.DiscardHandler))
+}

@@ -9,15 +9,14 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"go.uber.org/zap"
 	eventingduckv1 "knative.dev/eventing/pkg/apis/duck/v1"
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	"knative.dev/eventing/pkg/apis/sources"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"knative.dev/eventing/pkg/eventfilter"
-	"knative.dev/eventing/pkg/eventfilter/attributes"
 	"knative.dev/eventing/pkg/eventfilter/subscriptionsapi"
 
+	"github.com/scoreflow/scoreflow/pkg/broker"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/manifests"
 )
@@ -36,16 +35,14 @@ func routes(t testing.TB, triggers []manifests.Item[*eventingv1.Trigger]) []rout
 	var out []route
 	for _, it := range triggers {
 		tr := it.Object
-		var f eventfilter.Filter
-		switch {
-		case len(tr.Spec.Filters) > 0:
-			f = subscriptionsapi.CreateSubscriptionsAPIFilters(zap.NewNop(), tr.Spec.Filters)
-		case tr.Spec.Filter != nil:
-			f = attributes.NewAttributesFilter(tr.Spec.Filter.Attributes)
-		default:
+		// The local broker's filter: Knative's own leaf filters (exact, prefix, suffix, not,
+		// cesql, legacy attributes) with all/any that pkg/broker proves decide as Knative's do.
+		// Knative's own all/any reorder their children from goroutines and can close a channel
+		// twice in Cleanup (a panic seen here); these need no Cleanup.
+		f := broker.TriggerFilter(tr)
+		if f == nil {
 			f = subscriptionsapi.NewNoFilter()
 		}
-		t.Cleanup(f.Cleanup) // all/any filters run a goroutine each
 		out = append(out, route{trigger: tr, filter: f})
 	}
 	return out
