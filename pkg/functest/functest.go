@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -117,4 +118,21 @@ func ClusterScores(cluster string, kv ...any) contract.ClusterScores {
 		c.Scores = append(c.Scores, contract.Score{Name: kv[i].(string), Value: float64(kv[i+1].(int))})
 	}
 	return c
+}
+
+// ExpectScores pings the scorer at url with data (its configuration) and checks that it answers
+// 200 with exactly want, in a score.updated whose time is at.
+func ExpectScores(t testing.TB, url, data string, want contract.ScoreUpdated, at time.Time) {
+	t.Helper()
+	status, reply := Send(t, url, Ping(data))
+	got, fail := Reply(t, reply)
+	if status != http.StatusOK || fail != nil {
+		t.Fatalf("status %d failure %+v", status, fail)
+	}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("scores =\n  %+v\nwant\n  %+v", *got, want)
+	}
+	if !reply.Time().Equal(at) {
+		t.Errorf("event time %v, want %v", reply.Time(), at)
+	}
 }

@@ -2,7 +2,6 @@ package forecast_test
 
 import (
 	"net/http"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -112,19 +111,7 @@ func TestAgainstPrometheus(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
-			got, fail := functest.Reply(t, reply)
-			if status != http.StatusOK || fail != nil {
-				t.Fatalf("status %d failure %+v", status, fail)
-			}
-			if !reflect.DeepEqual(*got, tt.want) {
-				t.Errorf("scores =\n  %+v\nwant\n  %+v", *got, tt.want)
-			}
-			if !reply.Time().Equal(at) {
-				t.Errorf("event time %v, want the aligned end %v", reply.Time(), at)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { functest.ExpectScores(t, url, tt.ping, tt.want, at) })
 	}
 
 	refusals := []struct {

@@ -68,26 +68,21 @@ func serve(t *testing.T, q prom.Querier, at time.Time) string {
 	return functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
 }
 
+// scores and failure decode a reply that must be a score.updated, or a score.failed.
 func scores(t *testing.T, reply *event.Event) contract.ScoreUpdated {
 	t.Helper()
-	if reply == nil {
-		t.Fatal("no reply event")
-	}
-	s, err := contract.DecodeScoreUpdated(reply)
-	if err != nil {
-		t.Fatalf("reply %s: %v", reply.Type(), err)
+	s, f := functest.Reply(t, reply)
+	if s == nil {
+		t.Fatalf("reply is a failure: %+v", f)
 	}
 	return *s
 }
 
 func failure(t *testing.T, reply *event.Event) contract.Failure {
 	t.Helper()
-	if reply == nil {
-		t.Fatal("no reply event")
-	}
-	f, err := contract.DecodeFailure(reply)
-	if err != nil {
-		t.Fatalf("reply %s: %v", reply.Type(), err)
+	s, f := functest.Reply(t, reply)
+	if f == nil {
+		t.Fatalf("reply is scores: %+v", s)
 	}
 	return *f
 }
@@ -147,18 +142,7 @@ func TestAgainstPrometheus(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			status, reply := functest.Send(t, url, functest.Ping(tt.ping))
-			if status != http.StatusOK {
-				t.Fatalf("status %d, reply %v", status, reply)
-			}
-			if got := scores(t, reply); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("scores =\n  %+v\nwant\n  %+v", got, tt.want)
-			}
-			if !reply.Time().Equal(at) {
-				t.Errorf("event time %v, want the evaluation time %v", reply.Time(), at)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { functest.ExpectScores(t, url, tt.ping, tt.want, at) })
 	}
 
 	refusals := []struct {
