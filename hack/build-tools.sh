@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real servers that tests and `make run` use (kube-apiserver, etcd, Prometheus, the OCM
-# placement controller) from pinned Go modules under tools/, into a cache outside the clone.
-# A tool is rebuilt only when its tools/<name>/go.mod or go.sum (or the Go version) changes.
+# placement controller, the Knative Eventing processes) from pinned Go modules under tools/, into a
+# cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its
+# ldflags or the Go version change.
 #
 # usage: hack/build-tools.sh [tool ...]     (default: all)
 # env:   SCOREFLOW_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow)
@@ -12,37 +13,55 @@ cache=${SCOREFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow}
 bin=$cache/bin
 mkdir -p "$bin"
 
-# name -> main package, built inside tools/<name>.
+# The version a module is pinned at in tools/<dir>/go.mod.
+pinned() { awk -v m="$2" '$1 == m { print $2; exit }' "$root/tools/$1/go.mod"; }
+
+# name -> main packages, built inside tools/<name>. A tool with one package becomes $bin/<name>;
+# a tool with several becomes the directory $bin/<name>/ holding one binary per package.
 declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [prometheus]=github.com/prometheus/prometheus/cmd/prometheus
   [placement]=open-cluster-management.io/ocm/cmd/placement
+  [knative]="$(printf 'knative.dev/eventing/cmd/%s ' apiserver_receive_adapter broker/filter broker/ingress \
+    controller in_memory/channel_controller in_memory/channel_dispatcher mtchannel_broker mtping webhook)"
 )
-order=(etcd kube-apiserver prometheus placement)
+# Knative's processes semver-parse the API server's /version and exit on the unstamped
+# "v0.0.0-master+$Format:%H$", so kube-apiserver carries the version of the module it is built from.
+k8s=$(pinned kube-apiserver k8s.io/kubernetes)
+k8s_minor=${k8s#v1.}; k8s_minor=${k8s_minor%%.*}
+declare -A ldflags=(
+  [kube-apiserver]="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
+)
+order=(etcd kube-apiserver prometheus placement knative)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 
 stamp_of() {
-  (cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum"; go version) | sha256sum | cut -c1-16
+  (cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum"; echo "${pkg[$1]}" "${ldflags[$1]:-}"; go version) | sha256sum | cut -c1-16
 }
 
 build() {
-  local name=$1 dir=$root/tools/$1 stamp start
+  local name=$1 dir=$root/tools/$1 stamp start out pkgs
   [ -n "${pkg[$name]:-}" ] || { echo "unknown tool $name (known: ${order[*]})" >&2; exit 2; }
+  read -r -a pkgs <<<"${pkg[$name]}"
   stamp=$(stamp_of "$name")
-  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+  if [ -e "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "tools: $name up to date ($bin/$name)"
     return
   fi
-  echo "tools: building $name from ${pkg[$name]} (cold: minutes; progress below)"
+  echo "tools: building $name (${#pkgs[@]} main package(s); cold: minutes; progress below)"
   start=$(date +%s)
+  out=$bin/$name.tmp
+  rm -rf "$out"
+  [ ${#pkgs[@]} -eq 1 ] || { mkdir -p "$out"; out=$out/; }
   # go build -v names each package as it compiles it: print a running count, not thousands of lines.
-  (cd "$dir" && go build -v -trimpath -ldflags='-s -w' -o "$bin/$name.tmp" "${pkg[$name]}" 2>&1) |
+  (cd "$dir" && go build -v -trimpath -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
     awk -v n="$name" -v t0="$start" '
       /^#|: |cannot|error|undefined/ { print; next }
       { c++; if (c % 100 == 0) { "date +%s" | getline now; close("date +%s"); printf "tools: %s: %d packages compiled (%ds)\n", n, c, now - t0; fflush() } }'
-  [ "${PIPESTATUS[0]}" -eq 0 ] && [ -x "$bin/$name.tmp" ] || { echo "tools: building $name failed" >&2; exit 1; }
+  [ "${PIPESTATUS[0]}" -eq 0 ] && [ -e "$bin/$name.tmp" ] || { echo "tools: building $name failed" >&2; exit 1; }
+  rm -rf "$bin/$name"
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp" > "$bin/.$name.stamp"
   echo "tools: $name built in $(( $(date +%s) - start ))s -> $bin/$name"

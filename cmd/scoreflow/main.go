@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/scoreflow/scoreflow/pkg/tools"
+	"github.com/scoreflow/scoreflow/harness/tools"
 )
 
 const usage = `scoreflow: event-driven cluster scoring for Open Cluster Management

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
-	"github.com/scoreflow/scoreflow/pkg/devrun"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/devrun"
 )
 
 func run(args []string) error {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
-	"github.com/scoreflow/scoreflow/pkg/devrun"
+	"github.com/scoreflow/scoreflow/harness/devrun"
 )
 
 func scores(args []string) error {

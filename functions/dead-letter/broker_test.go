@@ -11,14 +11,14 @@ import (
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 )
 
 // The path the manifests set up, on the local broker: the writer is down, its deliveries run
 // out of retries, the dead-letter function reports them, and the report reaches whoever
-// listens for write.failed. (The test links Knative through pkg/broker; the function does not.)
+// listens for write.failed. (The test links Knative through harness/broker; the function does not.)
 const deadLetterPath = `apiVersion: eventing.knative.dev/v1
 kind: Broker
 metadata: {name: scoreflow, namespace: scoreflow}

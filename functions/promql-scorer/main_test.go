@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
-	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
 
 func TestMain(m *testing.M) { functest.Main(m, main) }

@@ -10,9 +10,9 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
-	"github.com/scoreflow/scoreflow/pkg/localhub"
 )
 
 func TestMain(m *testing.M) { functest.Main(m, main) }

@@ -9,8 +9,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 )
 
 func TestMain(m *testing.M) { functest.Main(m, main) }

@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 
+	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
-	"github.com/scoreflow/scoreflow/pkg/promtest"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 

@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
-	"github.com/scoreflow/scoreflow/pkg/promtest"
 )
 
 // staleNaN is Prometheus' staleness marker (model/value.StaleNaN): a series pushed with it is

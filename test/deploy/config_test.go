@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
 	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
 	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
 	"github.com/scoreflow/scoreflow/pkg/scorers/promql"

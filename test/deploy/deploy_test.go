@@ -4,7 +4,7 @@
 // main package here, events route as intended through the Triggers' filters (evaluated by
 // knative.dev/eventing's own filter code), no event can loop, each function accepts the
 // configuration and environment it is given, and the examples in docs/quickstart.md are valid.
-// rbac_test.go runs deploy/'s RBAC on a real kube-apiserver (pkg/localhub), with the real writer.
+// rbac_test.go runs deploy/'s RBAC on a real kube-apiserver (harness/localhub), with the real writer.
 package deploy
 
 import (
@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/scoreflow/scoreflow/pkg/manifests"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
 // repo is the repository root, relative to this package's directory (where go test runs).

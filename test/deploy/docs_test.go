@@ -15,8 +15,8 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
 )
 
 var (

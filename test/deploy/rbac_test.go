@@ -27,9 +27,9 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
+	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/localhub"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 

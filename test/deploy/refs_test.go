@@ -15,8 +15,8 @@ import (
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
 )
 
 const (

@@ -16,15 +16,15 @@ import (
 	"knative.dev/eventing/pkg/eventfilter"
 	"knative.dev/eventing/pkg/eventfilter/subscriptionsapi"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
 )
 
 const player = "cloudevents-player"
 
 // route is one Trigger with its filter materialised by knative.dev/eventing's own code, chosen
-// the way the broker's filter handler chooses (pkg/broker/filter: filters, else the legacy
+// the way the broker's filter handler chooses (harness/broker/filter: filters, else the legacy
 // attribute filter, else none).
 type route struct {
 	trigger *eventingv1.Trigger
@@ -36,7 +36,7 @@ func routes(t testing.TB, triggers []manifests.Item[*eventingv1.Trigger]) []rout
 	for _, it := range triggers {
 		tr := it.Object
 		// The local broker's filter: Knative's own leaf filters (exact, prefix, suffix, not,
-		// cesql, legacy attributes) with all/any that pkg/broker proves decide as Knative's do.
+		// cesql, legacy attributes) with all/any that harness/broker proves decide as Knative's do.
 		// Knative's own all/any reorder their children from goroutines and can close a channel
 		// twice in Cleanup (a panic seen here); these need no Cleanup.
 		f := broker.TriggerFilter(tr)

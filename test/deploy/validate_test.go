@@ -15,7 +15,7 @@ import (
 	servingconfig "knative.dev/serving/pkg/apis/config"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/scoreflow/scoreflow/pkg/manifests"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
 // admissionContext is what the Knative webhooks validate a create with: the eventing feature flags

@@ -14,7 +14,7 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
-	"github.com/scoreflow/scoreflow/pkg/devrun"
+	"github.com/scoreflow/scoreflow/harness/devrun"
 )
 
 // BenchmarkEndToEnd measures, over 200 metric changes that each make the other of two clusters

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/devrun"
 )
 
 // Tests run in this order: the last one stops a function.

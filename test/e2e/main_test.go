@@ -1,4 +1,4 @@
-// Package e2e runs scoreflow as `make run` does (pkg/devrun: the local broker with brokers/ and
+// Package e2e runs scoreflow as `make run` does (harness/devrun: the local broker with brokers/ and
 // triggers/, every function of deploy/ as a process, a real hub, the real OCM placement
 // controller, a real Prometheus) and checks what a user would see.
 package e2e
@@ -24,9 +24,9 @@ import (
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/devrun"
 )
 
 var (

@@ -26,9 +26,9 @@ import (
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
+	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/localhub"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 

@@ -19,10 +19,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/localhub"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/promtest"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
 	"github.com/scoreflow/scoreflow/pkg/scoring"

@@ -9,11 +9,11 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/functest"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
-	"github.com/scoreflow/scoreflow/pkg/promtest"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
 )

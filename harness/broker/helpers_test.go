@@ -24,7 +24,7 @@ import (
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/scoreflow/scoreflow/pkg/functest"
+	"github.com/scoreflow/scoreflow/harness/functest"
 )
 
 // received is one request a sink got.

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/scoreflow/scoreflow/pkg/manifests"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
 // Function is a Knative Service from deploy/ as a local process: the binary its ko:// image names,

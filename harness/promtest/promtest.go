@@ -1,5 +1,5 @@
-// Package promtest runs a real Prometheus server for tests (pkg/promlocal) and gives them a
-// client of it. It is imported only by tests; pkg/functest drives the functions over HTTP.
+// Package promtest runs a real Prometheus server for tests (harness/promlocal) and gives them a
+// client of it. It is imported only by tests; harness/functest drives the functions over HTTP.
 package promtest
 
 import (
@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scoreflow/scoreflow/harness/promlocal"
 	"github.com/scoreflow/scoreflow/pkg/prom"
-	"github.com/scoreflow/scoreflow/pkg/promlocal"
 )
 
 // Aliases, so tests read promtest.Series, promtest.Gauge, ...

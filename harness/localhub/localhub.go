@@ -28,7 +28,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/scoreflow/scoreflow/pkg/tools"
+	"github.com/scoreflow/scoreflow/harness/tools"
 )
 
 // Hub is a running local hub.

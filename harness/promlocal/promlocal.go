@@ -1,5 +1,5 @@
 // Package promlocal runs a real Prometheus server on this machine and feeds it exact series: for
-// tests (through pkg/promtest) and for `scoreflow run`'s demo data.
+// tests (through harness/promtest) and for `scoreflow run`'s demo data.
 //
 // The server is the binary `make tools` builds (tools.Path(tools.Prometheus)); a missing binary
 // fails the test with the message that says how to build it. Samples are pushed through the
@@ -27,7 +27,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/scoreflow/scoreflow/pkg/tools"
+	"github.com/scoreflow/scoreflow/harness/tools"
 )
 
 // Server is a running Prometheus.

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/scoreflow/scoreflow/pkg/promlocal"
+	"github.com/scoreflow/scoreflow/harness/promlocal"
 )
 
 // demoWatcherConfig points the metric-watcher at the demo series instead of node_cpu_seconds_total

@@ -21,11 +21,11 @@ import (
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/harness/promlocal"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/localhub"
-	"github.com/scoreflow/scoreflow/pkg/manifests"
-	"github.com/scoreflow/scoreflow/pkg/promlocal"
 )
 
 // The demo topology: clusters in a cluster set bound to the scoreflow namespace, and a Placement

@@ -13,7 +13,7 @@ import (
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
-	"github.com/scoreflow/scoreflow/pkg/broker"
+	"github.com/scoreflow/scoreflow/harness/broker"
 )
 
 // Scores is every AddOnPlacementScore on a hub: cluster -> "resource/score" -> value, and whether

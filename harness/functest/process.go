@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scoreflow/scoreflow/harness/promlocal"
 	"github.com/scoreflow/scoreflow/pkg/function"
-	"github.com/scoreflow/scoreflow/pkg/promlocal"
 )
 
 // mainEnv, when set, makes a function's test binary run the function's main instead of its tests.
