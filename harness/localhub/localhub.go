@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/tools"
 )
 
@@ -38,6 +40,9 @@ type Hub struct {
 	Kube    kubernetes.Interface
 	Cluster clusterclient.Interface
 	dir     string
+
+	kubeconfigOnce sync.Once
+	kubeconfigErr  error
 }
 
 // ocmAPIModule is the Go module whose CRD YAML files the hub installs.
@@ -99,8 +104,22 @@ func Start() (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	// envtest starts etcd and kube-apiserver in their own process groups with nothing tying them to
+	// us; wrappers that set the parent-death signal make them die with the test or `scoreflow run`
+	// that started them, however it ends.
+	wrappers := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(wrappers, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{tools.Etcd, tools.KubeAPIServer} {
+		bin, _ := tools.Path(name)
+		if _, err := proc.Wrapper(wrappers, bin); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: tools.BinDir(),
+		BinaryAssetsDirectory: wrappers,
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 	}
@@ -196,6 +215,16 @@ func (h *Hub) AddCluster(ctx context.Context, name string, labels map[string]str
 		return err
 	}
 	return nil
+}
+
+// KubeconfigPath is an admin kubeconfig of the hub, written once, for child processes.
+func (h *Hub) KubeconfigPath() string {
+	path := filepath.Join(h.dir, "admin.kubeconfig")
+	h.kubeconfigOnce.Do(func() { h.kubeconfigErr = h.WriteKubeconfig(path) })
+	if h.kubeconfigErr != nil {
+		panic(fmt.Sprintf("writing %s: %v", path, h.kubeconfigErr))
+	}
+	return path
 }
 
 // WriteKubeconfig writes an admin kubeconfig for the hub to path (kubectl --kubeconfig path ...).

@@ -14,6 +14,8 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	Prometheus    = "prometheus"
 	Placement     = "placement"
+	// Knative is a directory: one binary per Knative Eventing main (knative.dev/eventing/cmd/...).
+	Knative = "knative"
 )
 
 // BinDir is where `make tools` puts binaries: $SCOREFLOW_CACHE/bin, by default

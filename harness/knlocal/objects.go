@@ -1,0 +1,112 @@
+package knlocal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Kinds whose readiness a scoreflow install waits for.
+var (
+	BrokerKind          = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1", Kind: "Broker"}
+	TriggerKind         = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1", Kind: "Trigger"}
+	PingSourceKind      = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "PingSource"}
+	SinkBindingKind     = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "SinkBinding"}
+	ApiServerSourceKind = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "ApiServerSource"}
+	ServiceKind         = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
+)
+
+// ServeService stands in for Knative Serving: the Service namespace/name is served at url (a local
+// process), which is what Triggers, SinkBindings and dead-letter sinks resolve it to.
+func (k *Knative) ServeService(ctx context.Context, namespace, name, url string) error {
+	ri, err := k.Applier.Resource(ServiceKind, namespace)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	status := map[string]any{"status": map[string]any{
+		"url":     url,
+		"address": map[string]any{"url": url},
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now,
+			"reason": "LocalProcess", "message": "served by a local process"}},
+	}}
+	patch, _ := json.Marshal(status)
+	_, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// ServiceEnv is the environment of the Service's first container as it is on the hub, where a
+// SinkBinding has injected K_SINK and K_CE_OVERRIDES.
+func (k *Knative) ServiceEnv(ctx context.Context, namespace, name string) (map[string]string, error) {
+	ri, err := k.Applier.Resource(ServiceKind, namespace)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	containers, _, _ := unstructured.NestedSlice(svc.Object, "spec", "template", "spec", "containers")
+	env := map[string]string{}
+	if len(containers) == 0 {
+		return env, nil
+	}
+	vars, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+	for _, v := range vars {
+		m, _ := v.(map[string]any)
+		n, _ := m["name"].(string)
+		val, _ := m["value"].(string)
+		env[n] = val
+	}
+	return env, nil
+}
+
+// WaitReady waits until every object of the given kinds in namespace has condition Ready=True, and
+// otherwise names those that are not, with their reasons.
+func (k *Knative) WaitReady(ctx context.Context, namespace string, timeout time.Duration, kinds ...schema.GroupVersionKind) error {
+	var notReady []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		notReady = notReady[:0]
+		for _, gvk := range kinds {
+			ri, err := k.Applier.Resource(gvk, namespace)
+			if err != nil {
+				return false, err
+			}
+			list, err := ri.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, o := range list.Items {
+				if !conditionTrue(&o, "Ready") {
+					notReady = append(notReady, fmt.Sprintf("%s %s (%s)", gvk.Kind, o.GetName(), readyReason(&o)))
+				}
+			}
+		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		sort.Strings(notReady)
+		return fmt.Errorf("not Ready after %s: %s (Knative logs: %s)", timeout, strings.Join(notReady, "; "), k.LogDir)
+	}
+	return nil
+}
+
+func readyReason(o *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			return fmt.Sprintf("%v: %v", m["reason"], m["message"])
+		}
+	}
+	return "no Ready condition yet"
+}

@@ -1,0 +1,152 @@
+// Package proc runs the harness's child processes (servers, Knative components, functions) so that
+// none outlives the process that started it: each child is in its own process group, is stopped
+// with SIGTERM and then SIGKILL after a grace period, and is SIGKILLed by the kernel if its parent
+// dies first, even by SIGKILL (Linux's parent-death signal).
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a running child.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	once sync.Once
+}
+
+// Spec says what to run.
+type Spec struct {
+	Name string   // for messages and the log file name
+	Path string   // the binary
+	Args []string // arguments after the binary
+	Env  []string // the whole environment (nil: the parent's)
+	// Out receives stdout and stderr (nil: discarded).
+	Out io.Writer
+}
+
+// Start starts the child.
+func Start(s Spec) (*Process, error) {
+	cmd := exec.Command(s.Path, s.Args...)
+	cmd.Env = s.Env
+	if s.Out != nil {
+		cmd.Stdout, cmd.Stderr = s.Out, s.Out
+	}
+	cmd.SysProcAttr = DieWithParent()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", s.Name, s.Path, err)
+	}
+	p := &Process{Name: s.Name, cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// DieWithParent is the SysProcAttr every child gets: its own process group (a terminal's Ctrl-C
+// reaches the parent, which stops children in order) and SIGKILL when the parent dies.
+func DieWithParent() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// Pid is the child's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the child has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the child has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Stop sends SIGTERM to the child's process group, waits up to grace, then SIGKILLs it, and waits
+// for it to be reaped. Safe to call more than once.
+func (p *Process) Stop(grace time.Duration) {
+	p.once.Do(func() {
+		_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+		<-p.done
+	})
+}
+
+// Kill SIGKILLs the child's process group and waits for it, as a crash would.
+func (p *Process) Kill() {
+	p.once.Do(func() {
+		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+		<-p.done
+	})
+}
+
+// WaitPort waits until something accepts TCP connections on addr, failing early if the child exits.
+func (p *Process) WaitPort(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before listening on %s: %v", p.Name, addr, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening on %s after %s", p.Name, addr, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PortFree reports an error naming the port when something already listens on it.
+func PortFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		return fmt.Errorf("port %d is taken (%v)", port, err)
+	}
+	return l.Close()
+}
+
+// Wrapper writes, into dir, an executable named like bin that runs bin with the parent-death
+// signal set (util-linux setpriv). It is for children whose start we do not control, such as the
+// etcd and kube-apiserver that envtest starts: the signal survives the exec, so the server dies
+// with the process that started the wrapper.
+func Wrapper(dir, bin string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return "", errors.New("setpriv (util-linux) is needed to tie servers to their parent's life: apt-get install util-linux")
+	}
+	path := filepath.Join(dir, filepath.Base(bin))
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, bin)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		return "", err
+	}
+	return path, nil
+}
