@@ -21,7 +21,7 @@ help: ## Show this help.
 	@echo "Tools cache: $(SCOREFLOW_CACHE) (set SCOREFLOW_CACHE to move it)"
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, Prometheus and the OCM placement controller into the cache (once; minutes the first time).
+tools: ## Build kube-apiserver, etcd, Prometheus, the OCM placement controller and Knative Eventing into the cache (once; minutes the first time).
 	@hack/build-tools.sh
 
 .PHONY: build
@@ -33,7 +33,7 @@ build: ## Compile every package and put each function and the CLI in bin/.
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
 .PHONY: run
-run: tools build ## Run the whole flow locally: hub, placement controller, Prometheus with demo data, broker, every function. Ctrl-C stops it.
+run: tools build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
 	bin/scoreflow run
 
 .PHONY: test

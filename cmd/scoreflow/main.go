@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/scoreflow/scoreflow/harness/tools"
 )
@@ -53,6 +54,19 @@ func main() {
 // stateDir is where `scoreflow run` keeps its kubeconfig and logs, beside the tools cache, so the
 // other commands and kubectl find them.
 func stateDir() string { return filepath.Join(filepath.Dir(tools.BinDir()), "run") }
+
+// brokerFile, in the state directory, holds the ingress URL of the broker `scoreflow run` started
+// (Knative's ingress listens on a port chosen at start).
+const brokerFile = "broker-url"
+
+// runningBroker is the URL `scoreflow run` wrote, or "" when none is running.
+func runningBroker() string {
+	b, err := os.ReadFile(filepath.Join(stateDir(), brokerFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // envOr returns the environment variable's value, or def.
 func envOr(name, def string) string {

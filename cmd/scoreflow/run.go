@@ -14,7 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/cloudevents/sdk-go/v2/event"
+
 	"github.com/scoreflow/scoreflow/harness/devrun"
 )
 
@@ -23,7 +24,7 @@ func run(args []string) error {
 	root := fs.String("root", ".", "repository root: brokers/, triggers/ and deploy/ are read from it")
 	bin := fs.String("bin", "bin", "directory of the function binaries (make build)")
 	state := fs.String("state", stateDir(), "where the kubeconfig, logs and mounted files go (emptied first)")
-	addr := fs.String("broker-address", "127.0.0.1:8080", "where the local broker listens")
+	lockWait := fs.Duration("lock-wait", 0, "how long to wait for another local Knative (a test, another run) to stop; one runs per machine")
 	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")
@@ -38,7 +39,9 @@ func run(args []string) error {
 	if err := resetState(*state); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGPIPE too: when stdout is a pipe whose reader has gone (`| tee` stopped by Ctrl-C), writes
+	// then fail instead of killing us before the servers are stopped, and the run ends cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	defer stop()
 
 	var mu sync.Mutex // one writer on stdout
@@ -50,14 +53,18 @@ func run(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
-		Root: *root, BinDir: *bin, StateDir: *state, BrokerAddress: *addr, Demo: true, Log: log,
-		OnEvent: func(r broker.Record) {
-			if line, ok := devrun.EventLine(r); ok && !*quiet {
-				say("%s", line)
+		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait,
+		OnEvent: func(e event.Event) {
+			if !*quiet {
+				say("%s", devrun.EventLine(e))
 			}
 		},
 	})
 	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*state, brokerFile), []byte(s.BrokerURL+"\n"), 0o644); err != nil {
+		s.Stop()
 		return err
 	}
 	defer func() {
@@ -67,7 +74,7 @@ func run(args []string) error {
 	}()
 	say(`
 scoreflow is running (started in %s)
-  broker     %s
+  broker     %s (Knative Eventing's broker ingress; scoreflow send uses it)
   hub        kubectl --kubeconfig %s get addonplacementscores -A
   placement  %s/%s picks the cluster with the highest %s/%s
   logs       %s

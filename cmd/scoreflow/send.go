@@ -36,7 +36,7 @@ func (e extensions) Set(v string) error {
 
 func send(args []string) error {
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	target := fs.String("broker", envOr("SCOREFLOW_BROKER", "http://127.0.0.1:8080/scoreflow/scoreflow"), "broker ingress URL (env SCOREFLOW_BROKER)")
+	target := fs.String("broker", envOr("SCOREFLOW_BROKER", runningBroker()), "broker ingress URL (env SCOREFLOW_BROKER; default: the one `scoreflow run` started)")
 	typ := fs.String("type", contract.TypeScoreUpdated, "CloudEvent type")
 	source := fs.String("source", "scoreflow/cli", "CloudEvent source")
 	id := fs.String("id", "", "CloudEvent id (default: a new UUID; repeat one to see deduplication)")
@@ -54,6 +54,9 @@ func send(args []string) error {
 			return nil
 		}
 		return err
+	}
+	if *target == "" {
+		return errors.New("no broker: start one with `scoreflow run` (or `make run`), or give --broker / SCOREFLOW_BROKER")
 	}
 	body, err := readData(*data)
 	if err != nil {

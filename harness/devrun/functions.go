@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,10 +29,22 @@ type Function struct {
 	// Files are mounted ConfigMap contents: local path -> content.
 	Files map[string][]byte
 
+	Port int
 	URL  string
 	cmd  *exec.Cmd
 	done chan error
 	log  *os.File
+}
+
+// listen chooses the function's local address before it starts, so that its Service can point
+// there while SinkBindings resolve.
+func (f *Function) listen() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	f.Port, f.URL = port, fmt.Sprintf("http://127.0.0.1:%d", port)
+	return nil
 }
 
 // Key is namespace/name, as a broker.Services key.
@@ -141,9 +152,10 @@ func envValue(set *manifests.Set, namespace string, e corev1.EnvVar) (string, er
 	return "", fmt.Errorf("only values and ConfigMap keys run locally")
 }
 
-// start runs f on a free local port with env (its own, then extra), logging to logDir/<name>.log,
-// and waits until /readyz answers 200.
-func (f *Function) start(ctx context.Context, extra map[string]string, logDir string, ready time.Duration) error {
+// start runs f on its port with this process's environment, its manifest's variables, then what
+// the cluster injects (which wins, as on a cluster), logging to logDir/<name>.log, and waits until
+// /readyz answers 200.
+func (f *Function) start(ctx context.Context, injected []string, logDir string, ready time.Duration) error {
 	for p, content := range f.Files {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
@@ -152,18 +164,13 @@ func (f *Function) start(ctx context.Context, extra map[string]string, logDir st
 			return err
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
 	env := os.Environ()
 	for k, v := range f.Env {
 		env = append(env, k+"="+v)
 	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	env = append(env, fmt.Sprintf("PORT=%d", port), "ADDRESS=127.0.0.1")
+	env = append(env, injected...) // later entries win
+	env = append(env, fmt.Sprintf("PORT=%d", f.Port), "ADDRESS=127.0.0.1")
+	var err error
 	if f.log, err = os.Create(filepath.Join(logDir, f.Name+".log")); err != nil {
 		return err
 	}
@@ -177,7 +184,6 @@ func (f *Function) start(ctx context.Context, extra map[string]string, logDir st
 	}
 	f.done = make(chan error, 1)
 	go func() { f.done <- f.cmd.Wait() }()
-	f.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	return f.waitReady(ctx, ready)
 }
 
@@ -231,13 +237,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ceOverridesJSON is K_CE_OVERRIDES as a SinkBinding sets it.
-func ceOverridesJSON(ext map[string]string) string {
-	if len(ext) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(map[string]any{"extensions": ext})
-	return string(b)
 }

@@ -1,8 +1,9 @@
 // Package devrun runs scoreflow on one machine from the same YAML a cluster gets: a local hub
 // (etcd, kube-apiserver, OCM CRDs) with demo ManagedClusters and a Placement, the real OCM
 // placement controller, a real Prometheus fed with changing demo data, every function of deploy/
-// as a process, ApiServerSources and PingSources, and the local broker with brokers/ and
-// triggers/. `scoreflow run` and the end-to-end tests use it.
+// as a process, and the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and
+// deploy/ unmodified: its broker, PingSource and ApiServerSource adapters, SinkBindings and
+// webhook. `scoreflow run` and the end-to-end tests use it.
 package devrun
 
 import (
@@ -12,20 +13,21 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
-	duckv1 "knative.dev/pkg/apis/duck/v1"
 
-	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
-	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
 // The demo topology: clusters in a cluster set bound to the scoreflow namespace, and a Placement
@@ -50,17 +52,15 @@ type Options struct {
 	BinDir string
 	// StateDir receives the kubeconfig, logs and mounted files (default: a new temporary dir).
 	StateDir string
-	// BrokerAddress is where the broker listens (default 127.0.0.1:0, any free port).
-	BrokerAddress string
 	// Demo feeds Prometheus with changing idle-CPU series for the demo clusters and points the
 	// metric-watcher at them, polling every WatchInterval (default 2s).
 	Demo          bool
 	WatchInterval time.Duration
-	// ExtraTriggers and ExtraServices are served beside the manifests' (tests add subscribers).
-	ExtraTriggers []*eventingv1.Trigger
-	ExtraServices broker.Services
-	// OnEvent sees every step of every event through the broker.
-	OnEvent func(broker.Record)
+	// OnEvent sees every event the broker delivers to cloudevents-player's Trigger (all of them:
+	// what a user would watch in the player), decoded.
+	OnEvent func(event.Event)
+	// LockWait is how long to wait for another local Knative on this machine to stop (0: fail).
+	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
 	Log *slog.Logger
 }
@@ -70,7 +70,7 @@ type Stack struct {
 	Hub        *localhub.Hub
 	Placement  *localhub.PlacementController
 	Prometheus *promlocal.Server
-	Broker     *broker.Server
+	Knative    *knlocal.Knative
 	Functions  map[string]*Function // by Service name
 	// BrokerURL is the ingress of the scoreflow broker; Kubeconfig is an admin kubeconfig of the hub.
 	BrokerURL  string
@@ -80,15 +80,13 @@ type Stack struct {
 	opts   Options
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	player *http.Server
 }
 
 // Start brings everything up; on error what was started is stopped again.
 func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Root == "" {
 		opts.Root = "."
-	}
-	if opts.BrokerAddress == "" {
-		opts.BrokerAddress = "127.0.0.1:0"
 	}
 	if opts.WatchInterval == 0 {
 		opts.WatchInterval = 2 * time.Second
@@ -142,74 +140,55 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Prometheus, err = promlocal.Run(); err != nil {
 		return s, err
 	}
-
-	ln, err := net.Listen("tcp", opts.BrokerAddress)
-	if err != nil {
-		return s, fmt.Errorf("broker address %s: %w", opts.BrokerAddress, err)
+	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)")
+	if s.Knative, err = knlocal.Start(ctx, s.Hub, knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log}); err != nil {
+		return s, err
 	}
-	base := "http://" + ln.Addr().String()
-	brokerURL := func(namespace, name string) string { return base + "/" + namespace + "/" + name }
-	s.BrokerURL = brokerURL(Namespace, "scoreflow")
+	s.BrokerURL = s.Knative.IngressURL + "/" + Namespace + "/scoreflow"
+
+	log.Info("applying deploy/, brokers/ and triggers/ unmodified (admitted by Knative's webhook)")
+	objs, err := knlocal.ReadFiles(filepath.Join(opts.Root, "deploy", "00-namespace.yaml"),
+		filepath.Join(opts.Root, "brokers", "scoreflow.yaml"), filepath.Join(opts.Root, "triggers"), filepath.Join(opts.Root, "deploy"))
+	if err != nil {
+		return s, err
+	}
+	if err = s.Knative.Applier.Apply(ctx, objs...); err != nil {
+		return s, err
+	}
 
 	fns, err := functionsFrom(set, opts.BinDir, filepath.Join(opts.StateDir, "files"))
 	if err != nil {
-		_ = ln.Close()
 		return s, err
 	}
-	extra, err := s.extraEnv(set, fns, brokerURL)
-	if err != nil {
-		_ = ln.Close()
-		return s, err
-	}
-	log.Info("starting functions", "count", len(fns), "logs", logDir)
 	for _, f := range fns {
 		s.Functions[f.Name] = f // recorded first, so that Stop stops them if a start fails
-	}
-	if err = startAll(ctx, fns, extra, logDir); err != nil {
-		_ = ln.Close()
-		return s, err
-	}
-	services := broker.Services{}
-	for k, v := range opts.ExtraServices {
-		services[k] = v
-	}
-	for _, f := range fns {
-		services[f.Key()] = f.URL
-	}
-
-	cfg := broker.Config{Resolver: services, OnEvent: opts.OnEvent, Log: log}
-	for _, b := range set.Brokers {
-		cfg.Brokers = append(cfg.Brokers, b.Object)
-	}
-	for _, t := range set.Triggers {
-		if !localSubscriber(t.Object, services) {
-			log.Info("trigger not run locally: its subscriber is not a local function", "trigger", t.Object.Name)
-			continue
+		if err = f.listen(); err != nil {
+			return s, err
 		}
-		cfg.Triggers = append(cfg.Triggers, t.Object)
-	}
-	cfg.Triggers = append(cfg.Triggers, opts.ExtraTriggers...)
-	for _, p := range set.PingSources {
-		cfg.PingSources = append(cfg.PingSources, p.Object)
-	}
-	if s.Broker, err = broker.New(cfg); err != nil {
-		_ = ln.Close()
-		return s, err
-	}
-	if err = s.Broker.Start(ln); err != nil {
-		return s, err
-	}
-	log.Info("broker ready", "url", s.BrokerURL)
-
-	for _, src := range set.ApiServerSources {
-		sender, err := sourceSender(src.Object.Spec.SourceSpec, src.Object.Namespace, brokerURL)
-		if err != nil {
-			return s, fmt.Errorf("ApiServerSource %s: %w", src.Object.Name, err)
-		}
-		if err := runAPIServerSource(runCtx, s.Hub.Config, src.Object, sender, log); err != nil {
+		if err = s.Knative.ServeService(ctx, f.Namespace, f.Name, f.URL); err != nil {
 			return s, err
 		}
 	}
+	if err = s.servePlayer(ctx, set); err != nil {
+		return s, err
+	}
+	// A SinkBinding is Ready once it has put K_SINK into its subject's pod template.
+	if err = s.Knative.WaitReady(ctx, Namespace, 60*time.Second, knlocal.SinkBindingKind); err != nil {
+		return s, err
+	}
+	extra, err := s.extraEnv(ctx, set, fns)
+	if err != nil {
+		return s, err
+	}
+	log.Info("starting functions", "count", len(fns), "logs", logDir)
+	if err = startAll(ctx, fns, extra, logDir); err != nil {
+		return s, err
+	}
+	if err = s.Knative.WaitReady(ctx, Namespace, 90*time.Second, knlocal.BrokerKind, knlocal.TriggerKind,
+		knlocal.PingSourceKind, knlocal.ApiServerSourceKind); err != nil {
+		return s, err
+	}
+	log.Info("broker ready", "url", s.BrokerURL)
 	if opts.Demo {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.feedDemo(runCtx) }()
@@ -223,10 +202,11 @@ func (s *Stack) Stop() {
 		s.cancel()
 	}
 	s.wg.Wait()
-	if s.Broker != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.Broker.Shutdown(ctx)
-		cancel()
+	if s.Knative != nil {
+		s.Knative.Stop()
+	}
+	if s.player != nil {
+		_ = s.player.Close()
 	}
 	var wg sync.WaitGroup
 	for _, f := range s.Functions {
@@ -243,6 +223,36 @@ func (s *Stack) Stop() {
 	if s.Hub != nil {
 		_ = s.Hub.Stop()
 	}
+}
+
+// servePlayer stands in for every Service that is not one of scoreflow's functions
+// (cloudevents-player): an in-process receiver that hands each event it gets to OnEvent.
+func (s *Stack) servePlayer(ctx context.Context, set *manifests.Set) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s.player = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e, err := binding.ToEvent(r.Context(), cehttp.NewMessageFromHttpRequest(r))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if s.opts.OnEvent != nil {
+			s.opts.OnEvent(*e)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})}
+	go func() { _ = s.player.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	for _, it := range set.Services {
+		if _, ours := s.Functions[it.Object.Name]; !ours {
+			if err := s.Knative.ServeService(ctx, it.Object.Namespace, it.Object.Name, url); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // topology creates the demo clusters, their cluster set and the Placement.
@@ -263,44 +273,43 @@ func (s *Stack) topology(ctx context.Context) error {
 	return err
 }
 
-// extraEnv is what a cluster would inject and the local run must replace: the hub kubeconfig for
-// functions whose ServiceAccount mounts a token, K_SINK and K_CE_OVERRIDES for SinkBinding
-// subjects, the local Prometheus, and the demo's metric-watcher configuration.
-func (s *Stack) extraEnv(set *manifests.Set, fns []*Function, brokerURL func(ns, name string) string) (map[string]map[string]string, error) {
-	extra := map[string]map[string]string{}
+// extraEnv is what a cluster would give each function beyond its manifest: HTTP_PROXY to reach
+// cluster services; K_SINK and K_CE_OVERRIDES as the SinkBinding injected them on the hub; for a
+// ServiceAccount that mounts a token, a kubeconfig with a token of that ServiceAccount (so each
+// function has exactly the RBAC deploy/ grants it); the local Prometheus; the demo's
+// metric-watcher configuration.
+func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Function) (map[string][]string, error) {
+	extra := map[string][]string{}
 	for _, f := range fns {
-		env := map[string]string{}
+		var env []string
 		if _, ok := f.Env["PROMETHEUS_URL"]; ok {
-			env["PROMETHEUS_URL"] = s.Prometheus.URL
+			env = append(env, "PROMETHEUS_URL="+s.Prometheus.URL)
+		}
+		onHub, err := s.Knative.ServiceEnv(ctx, f.Namespace, f.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range []string{"K_SINK", "K_CE_OVERRIDES"} {
+			if v, ok := onHub[k]; ok {
+				env = append(env, k+"="+v)
+			}
 		}
 		extra[f.Name] = env
 	}
 	for _, it := range set.Services {
 		sa := it.Object.Spec.Template.Spec.ServiceAccountName
-		if acct, ok := manifests.Find(set.ServiceAccounts, it.Object.Namespace, sa); ok &&
-			acct.Object.AutomountServiceAccountToken != nil && *acct.Object.AutomountServiceAccountToken {
-			if env, ok := extra[it.Object.Name]; ok {
-				env["KUBECONFIG"] = s.Kubeconfig
-			}
-		}
-	}
-	for _, it := range set.SinkBindings {
-		sb := it.Object
-		env, ok := extra[sb.Spec.Subject.Name]
-		if !ok {
+		acct, ok := manifests.Find(set.ServiceAccounts, it.Object.Namespace, sa)
+		if _, run := extra[it.Object.Name]; !run || !ok || acct.Object.AutomountServiceAccountToken == nil || !*acct.Object.AutomountServiceAccountToken {
 			continue
 		}
-		sink, err := brokerSink(sb.Spec.Sink.Ref, sb.Namespace, brokerURL)
+		kubeconfig, err := s.Knative.ServiceAccountKubeconfig(ctx, it.Object.Namespace, sa)
 		if err != nil {
-			return nil, fmt.Errorf("SinkBinding %s: %w", sb.Name, err)
+			return nil, err
 		}
-		env["K_SINK"] = sink
-		if sb.Spec.CloudEventOverrides != nil {
-			env["K_CE_OVERRIDES"] = ceOverridesJSON(sb.Spec.CloudEventOverrides.Extensions)
-		}
+		extra[it.Object.Name] = append(extra[it.Object.Name], "KUBECONFIG="+kubeconfig)
 	}
 	if s.opts.Demo {
-		if env, ok := extra["metric-watcher"]; ok {
+		if _, ok := extra["metric-watcher"]; ok {
 			cfg := filepath.Join(s.StateDir, "files", "metric-watcher-demo.yaml")
 			if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 				return nil, err
@@ -308,54 +317,20 @@ func (s *Stack) extraEnv(set *manifests.Set, fns []*Function, brokerURL func(ns,
 			if err := os.WriteFile(cfg, []byte(demoWatcherConfig), 0o644); err != nil {
 				return nil, err
 			}
-			env["CONFIG"] = cfg
-			env["INTERVAL"] = s.opts.WatchInterval.String()
+			extra["metric-watcher"] = append(extra["metric-watcher"], "CONFIG="+cfg, "INTERVAL="+s.opts.WatchInterval.String())
 		}
+	}
+	for name, env := range extra {
+		extra[name] = append(s.Knative.ProxyEnv(), env...)
 	}
 	return extra, nil
 }
 
-func brokerSink(ref *duckv1.KReference, namespace string, brokerURL func(ns, name string) string) (string, error) {
-	if ref == nil || ref.Kind != "Broker" {
-		return "", errors.New("only Broker sinks run locally")
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = namespace
-	}
-	return brokerURL(ns, ref.Name), nil
-}
-
-func sourceSender(spec duckv1.SourceSpec, namespace string, brokerURL func(ns, name string) string) (*function.Sender, error) {
-	sink, err := brokerSink(spec.Sink.Ref, namespace, brokerURL)
-	if err != nil {
-		return nil, err
-	}
-	overrides := ""
-	if spec.CloudEventOverrides != nil {
-		overrides = ceOverridesJSON(spec.CloudEventOverrides.Extensions)
-	}
-	return function.NewSender(sink, overrides)
-}
-
-func localSubscriber(t *eventingv1.Trigger, services broker.Services) bool {
-	ref := t.Spec.Subscriber.Ref
-	if ref == nil {
-		return true // a URI: reachable or not, the broker will tell
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = t.Namespace
-	}
-	_, ok := services[ns+"/"+ref.Name]
-	return ok
-}
-
 // startAll starts the functions concurrently (each waits for its own /readyz).
-func startAll(ctx context.Context, fns []*Function, extra map[string]map[string]string, logDir string) error {
+func startAll(ctx context.Context, fns []*Function, env map[string][]string, logDir string) error {
 	errs := make(chan error, len(fns))
 	for _, f := range fns {
-		go func() { errs <- f.start(ctx, extra[f.Name], logDir, 60*time.Second) }()
+		go func() { errs <- f.start(ctx, env[f.Name], logDir, 60*time.Second) }()
 	}
 	var all []error
 	for range fns {

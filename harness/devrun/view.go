@@ -9,11 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
-	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
 // Scores is every AddOnPlacementScore on a hub: cluster -> "resource/score" -> value, and whether
@@ -103,17 +104,47 @@ func Decision(ctx context.Context, c clusterclient.Interface, namespace, placeme
 	return out, nil
 }
 
-// EventLine renders a broker record for a live log: events entering the broker, and anything that
-// went wrong. Deliveries that succeeded print nothing (the event that follows says enough).
-func EventLine(r broker.Record) (string, bool) {
-	ts := r.Time.Format("15:04:05.000")
-	switch r.Kind {
-	case broker.KindAccepted:
-		return fmt.Sprintf("%s  %-34s from %s", ts, r.Type, r.Source), true
-	case broker.KindPing:
-		return fmt.Sprintf("%s  %-34s from %s -> %d", ts, "dev.knative.sources.ping", r.Source, r.Status), true
-	case broker.KindRetry, broker.KindDeadLettered, broker.KindDropped, broker.KindRejected:
-		return fmt.Sprintf("%s  %-34s %s %s (status %d, attempt %d) %s", ts, r.Type, r.Kind, r.Trigger, r.Status, r.Attempts, r.Reason), true
+// EventLine renders an event the broker delivered (to cloudevents-player's Trigger, which takes
+// everything) for a live log: its type and source, and for a write result what happened and why,
+// with the clusters concerned.
+func EventLine(e event.Event) string {
+	ts := e.Time()
+	if ts.IsZero() {
+		ts = time.Now()
 	}
-	return "", false
+	line := fmt.Sprintf("%s  %-34s from %s", ts.Local().Format("15:04:05.000"), e.Type(), e.Source())
+	if e.Type() != contract.TypeWriteDone && e.Type() != contract.TypeWriteFailed {
+		return line
+	}
+	r, err := contract.DecodeWriteResult(&e)
+	if err != nil {
+		return line
+	}
+	var parts []string
+	if r.Reason != "" {
+		parts = append(parts, fmt.Sprintf("%s: %s", r.Reason, r.Message))
+	}
+	byOutcome := map[string][]string{}
+	var keys []string
+	for _, it := range r.Items {
+		k := string(it.Outcome)
+		if it.Reason != "" {
+			k += " " + string(it.Reason)
+		}
+		if _, ok := byOutcome[k]; !ok {
+			keys = append(keys, k)
+		}
+		byOutcome[k] = append(byOutcome[k], it.Cluster)
+	}
+	for _, k := range keys {
+		clusters := byOutcome[k]
+		if len(clusters) > 5 {
+			clusters = append(clusters[:5:5], fmt.Sprintf("+%d more", len(byOutcome[k])-5))
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", k, strings.Join(clusters, ", ")))
+	}
+	if r.Resource != "" {
+		line += "  " + r.Resource + ":"
+	}
+	return line + " " + strings.Join(parts, "; ")
 }

@@ -1,8 +1,11 @@
-package e2e
+// Package cli runs `scoreflow run` as a user does and checks that it shows a moving decision and
+// that nothing it starts outlives it, however it ends: Ctrl-C, kill -9, or its output pipe closing.
+package cli
 
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,46 +14,35 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 )
 
-func scoreflow(t *testing.T, args ...string) (string, error) {
+var binDir string // the functions and the CLI, built once
+
+func TestMain(m *testing.M) {
+	bin, err := os.MkdirTemp("", "scoreflow-cli-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = bin
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./functions/...", "./cmd/scoreflow")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building functions: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(bin)
+	os.Exit(code)
+}
+
+// startRun starts `scoreflow run` with its output on a pipe and returns the command, the pipe and
+// a channel of its lines (closed when the output ends).
+func startRun(t *testing.T) (*exec.Cmd, io.ReadCloser, <-chan string) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(binDir, "scoreflow"), args...).CombinedOutput()
-	return string(out), err
-}
-
-// `scoreflow send` posts like curl, and `scoreflow scores` shows what landed on the hub.
-func TestCLISendAndScores(t *testing.T) {
-	data := `{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"fromCli","value":42}]}]}`
-	out, err := scoreflow(t, "send", "--broker", stack.BrokerURL, "--id", uuid.NewString(), "--data", data)
-	if err != nil || !strings.Contains(out, "202 Accepted") {
-		t.Fatalf("send: %v\n%s", err, out)
-	}
-	eventually(t, 30*time.Second, "the score sent with the CLI did not land", func() bool {
-		out, err = scoreflow(t, "scores", "--kubeconfig", stack.Kubeconfig)
-		return err == nil && strings.Contains(out, "manual/fromCli")
-	})
-	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "CLUSTER") || !strings.Contains(out, "placement scoreflow/most-idle-cpu decides: ") {
-		t.Errorf("scores output:\n%s", out)
-	}
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "cluster1" && !strings.Contains(l, "42") {
-			t.Errorf("cluster1's row lacks 42: %q", l)
-		}
-	}
-	if out, err := scoreflow(t, "send", "--broker", stack.BrokerURL, "--data", "{not json"); err == nil || !strings.Contains(out, "not valid JSON") {
-		t.Errorf("send with bad JSON: %v\n%s", err, out)
-	}
-}
-
-// `scoreflow run` (make run) shows the demo's decision, and Ctrl-C stops every process it started.
-func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
-	state := t.TempDir()
 	root, _ := filepath.Abs("../..")
-	cmd := exec.Command(filepath.Join(binDir, "scoreflow"), "run", "--root", root, "--bin", binDir, "--state", state, "--broker-address", "127.0.0.1:0", "--quiet")
+	// --lock-wait: the e2e package runs its own local Knative, and one runs per machine.
+	cmd := exec.Command(filepath.Join(binDir, "scoreflow"), "run", "--root", root, "--bin", binDir, "--state", t.TempDir(), "--quiet", "--lock-wait", "15m")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +51,7 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 1000)
+	lines := make(chan string, 10000)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -67,9 +59,83 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 		}
 		close(lines)
 	}()
+	return cmd, stdout, lines
+}
+
+// waitFor reads lines until one contains want.
+func waitFor(t *testing.T, cmd *exec.Cmd, lines <-chan string, want string, timeout time.Duration) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("scoreflow run exited:\n%s", strings.Join(seen, "\n"))
+			}
+			seen = append(seen, l)
+			if strings.Contains(l, want) {
+				return seen
+			}
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("no %q within %s:\n%s", want, timeout, strings.Join(seen, "\n"))
+		}
+	}
+}
+
+// expectAllGone checks that none of pids is alive within a few seconds (the kernel delivers the
+// parent-death signal at once; reaping by init takes a moment).
+func expectAllGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d (%s) outlived scoreflow run", pid, comm(pid))
+		}
+	}
+}
+
+// scoreflow run killed with SIGKILL (no chance to clean up) takes every process it started with it.
+func TestRunKilledLeavesNothing(t *testing.T) {
+	cmd, _, lines := startRun(t)
+	waitFor(t, cmd, lines, "scoreflow is running", 5*time.Minute)
+	children := descendants(cmd.Process.Pid)
+	if len(children) < 15 {
+		t.Errorf("only %d processes under scoreflow run: %v", len(children), children)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	expectAllGone(t, children)
+}
+
+// scoreflow run whose output pipe closes (`scoreflow run | tee log` with tee stopped) stops and
+// takes every process it started with it.
+func TestRunWithClosedPipeLeavesNothing(t *testing.T) {
+	cmd, stdout, lines := startRun(t)
+	waitFor(t, cmd, lines, "scoreflow is running", 5*time.Minute)
+	children := descendants(cmd.Process.Pid)
+	_ = stdout.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("scoreflow run went on after its output pipe closed")
+	}
+	expectAllGone(t, children)
+}
+
+// `scoreflow run` (make run) shows the demo's decision, and Ctrl-C stops every process it started.
+func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
+	cmd, _, lines := startRun(t)
 	var seen []string
 	decisions := map[string]bool{}
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(5 * time.Minute)
 	for len(decisions) < 2 { // the demo load moves round the clusters: wait for the decision to move
 		select {
 		case l, ok := <-lines:
@@ -82,7 +148,7 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 			}
 		case <-deadline:
 			cmd.Process.Kill()
-			t.Fatalf("no moving decision within 2 minutes:\n%s", strings.Join(seen, "\n"))
+			t.Fatalf("no moving decision within 5 minutes:\n%s", strings.Join(seen, "\n"))
 		}
 	}
 	children := descendants(cmd.Process.Pid)

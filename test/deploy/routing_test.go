@@ -9,14 +9,15 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.uber.org/zap"
 	eventingduckv1 "knative.dev/eventing/pkg/apis/duck/v1"
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	"knative.dev/eventing/pkg/apis/sources"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"knative.dev/eventing/pkg/eventfilter"
+	"knative.dev/eventing/pkg/eventfilter/attributes"
 	"knative.dev/eventing/pkg/eventfilter/subscriptionsapi"
 
-	"github.com/scoreflow/scoreflow/harness/broker"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -24,8 +25,8 @@ import (
 const player = "cloudevents-player"
 
 // route is one Trigger with its filter materialised by knative.dev/eventing's own code, chosen
-// the way the broker's filter handler chooses (harness/broker/filter: filters, else the legacy
-// attribute filter, else none).
+// the way the broker's filter handler chooses: spec.filters when set, else the legacy attribute
+// filter, else none. (test/e2e routes the same Triggers through the real broker.)
 type route struct {
 	trigger *eventingv1.Trigger
 	filter  eventfilter.Filter
@@ -35,14 +36,16 @@ func routes(t testing.TB, triggers []manifests.Item[*eventingv1.Trigger]) []rout
 	var out []route
 	for _, it := range triggers {
 		tr := it.Object
-		// The local broker's filter: Knative's own leaf filters (exact, prefix, suffix, not,
-		// cesql, legacy attributes) with all/any that harness/broker proves decide as Knative's do.
-		// Knative's own all/any reorder their children from goroutines and can close a channel
-		// twice in Cleanup (a panic seen here); these need no Cleanup.
-		f := broker.TriggerFilter(tr)
-		if f == nil {
+		var f eventfilter.Filter
+		switch {
+		case len(tr.Spec.Filters) > 0:
+			f = subscriptionsapi.CreateSubscriptionsAPIFilters(zap.NewNop(), tr.Spec.Filters)
+		case tr.Spec.Filter != nil && len(tr.Spec.Filter.Attributes) > 0:
+			f = attributes.NewAttributesFilter(tr.Spec.Filter.Attributes)
+		default:
 			f = subscriptionsapi.NewNoFilter()
 		}
+		t.Cleanup(f.Cleanup)
 		out = append(out, route{trigger: tr, filter: f})
 	}
 	return out

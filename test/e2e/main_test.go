@@ -1,6 +1,6 @@
-// Package e2e runs scoreflow as `make run` does (harness/devrun: the local broker with brokers/ and
-// triggers/, every function of deploy/ as a process, a real hub, the real OCM placement
-// controller, a real Prometheus) and checks what a user would see.
+// Package e2e runs scoreflow as `make run` does (harness/devrun: the stock Knative Eventing running
+// brokers/, triggers/ and deploy/ unmodified, every function of deploy/ as a process, a real hub,
+// the real OCM placement controller, a real Prometheus) and checks what a user would see.
 package e2e
 
 import (
@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,12 +21,9 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
-	duckv1 "knative.dev/pkg/apis/duck/v1"
 
-	"github.com/scoreflow/scoreflow/harness/broker"
 	"github.com/scoreflow/scoreflow/harness/devrun"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -34,7 +32,7 @@ var (
 	stack    *devrun.Stack
 	observed = &observer{}
 	loops    = &echo{}
-	records  = &recorder{}
+	refusals = &refuser{}
 )
 
 // loopType is the event type of the reply-loop test: its Trigger's subscriber answers with an
@@ -59,57 +57,85 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building functions: %v\n%s", err, out)
 		return 1
 	}
-	obs := httptest.NewServer(observed)
-	defer obs.Close()
 	loop := httptest.NewServer(loops)
 	defer loop.Close()
+	failing := httptest.NewServer(refusals)
+	defer failing.Close()
 
-	stack, err = devrun.Start(context.Background(), devrun.Options{
-		Root:          "../..",
-		BinDir:        bin,
-		OnEvent:       records.add,
-		ExtraServices: broker.Services{"scoreflow/observer": obs.URL, "scoreflow/loop": loop.URL},
-		ExtraTriggers: []*eventingv1.Trigger{
-			trigger("observer", nil), // like cloudevents-player: everything, no filter
-			trigger("loop", []eventingv1.SubscriptionsAPIFilter{{Exact: map[string]string{"type": loopType}}}),
-		},
+	ctx := context.Background()
+	stack, err = devrun.Start(ctx, devrun.Options{
+		Root:    "../..",
+		BinDir:  bin,
+		OnEvent: observed.add, // what cloudevents-player's Trigger (everything) receives
+		// One local Knative runs per machine (its dispatcher's ports are fixed): wait for another
+		// test package's to stop.
+		LockWait: 15 * time.Minute,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local stack:", err)
 		return 1
 	}
 	defer stack.Stop()
+	// Subscribers of the tests' own, added to the running broker as a user adds a Trigger.
+	if err := applyYAML(ctx, fmt.Sprintf(`
+apiVersion: eventing.knative.dev/v1
+kind: Trigger
+metadata: {name: loop, namespace: scoreflow}
+spec:
+  broker: scoreflow
+  filters: [{exact: {type: %s}}]
+  subscriber: {uri: %q}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Trigger
+metadata: {name: refuser, namespace: scoreflow}
+spec:
+  broker: scoreflow
+  filters: [{exact: {type: %s}}]
+  subscriber: {uri: %q}
+`, loopType, loop.URL, refusedType, failing.URL)); err != nil {
+		fmt.Fprintln(os.Stderr, "test triggers:", err)
+		return 1
+	}
+	if err := stack.Knative.WaitReady(ctx, devrun.Namespace, time.Minute, knlocal.TriggerKind); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 
-func trigger(name string, filters []eventingv1.SubscriptionsAPIFilter) *eventingv1.Trigger {
-	return &eventingv1.Trigger{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "eventing.knative.dev/v1", Kind: "Trigger"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devrun.Namespace},
-		Spec: eventingv1.TriggerSpec{
-			Broker:     "scoreflow",
-			Filters:    filters,
-			Subscriber: duckv1.Destination{Ref: &duckv1.KReference{APIVersion: "serving.knative.dev/v1", Kind: "Service", Name: name}},
-		},
+// applyYAML applies YAML to the hub through Knative's webhook, as kubectl apply would.
+func applyYAML(ctx context.Context, doc string) error {
+	objs, err := knlocal.Decode(strings.NewReader(doc))
+	if err != nil {
+		return err
 	}
+	return stack.Knative.Applier.Apply(ctx, objs...)
 }
 
-// observer records every event the broker routes to it, as cloudevents-player would show them.
+// observer records every event the broker routes to cloudevents-player's Trigger.
 type observer struct {
 	mu     sync.Mutex
 	events []event.Event
 }
 
-func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	e, err := binding.ToEvent(r.Context(), cehttp.NewMessageFromHttpRequest(r))
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
+func (o *observer) add(e event.Event) {
 	o.mu.Lock()
-	o.events = append(o.events, *e)
+	o.events = append(o.events, e)
 	o.mu.Unlock()
-	w.WriteHeader(http.StatusAccepted)
+}
+
+// find returns the recorded events that match.
+func (o *observer) find(match func(*event.Event) bool) []event.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []event.Event
+	for i := range o.events {
+		if match(&o.events[i]) {
+			out = append(out, o.events[i])
+		}
+	}
+	return out
 }
 
 // results returns the write.done / write.failed events answering the event with this id.
@@ -156,28 +182,29 @@ func (l *echo) count() int {
 	return l.n
 }
 
-// recorder keeps the broker's records.
-type recorder struct {
-	mu   sync.Mutex
-	list []broker.Record
+// refusedType is routed to a subscriber that always answers 503, to count the broker's retries.
+const refusedType = "io.scoreflow.test.refused"
+
+// refuser answers 503 to every delivery and counts them by event id.
+type refuser struct {
+	mu       sync.Mutex
+	attempts map[string]int
 }
 
-func (r *recorder) add(rec broker.Record) {
+func (r *refuser) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
-	r.list = append(r.list, rec)
+	if r.attempts == nil {
+		r.attempts = map[string]int{}
+	}
+	r.attempts[req.Header.Get("Ce-Id")]++
 	r.mu.Unlock()
+	http.Error(w, "unavailable", http.StatusServiceUnavailable)
 }
 
-func (r *recorder) find(match func(broker.Record) bool) []broker.Record {
+func (r *refuser) count(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []broker.Record
-	for _, rec := range r.list {
-		if match(rec) {
-			out = append(out, rec)
-		}
-	}
-	return out
+	return r.attempts[id]
 }
 
 // post sends e to the broker's ingress and returns the HTTP status.
