@@ -23,7 +23,7 @@ type config struct {
 func newFunction() (*function.Function, *config) {
 	fn := function.New("alertmanager-adapter",
 		"receives Alertmanager webhook notifications (payload version 4) on POST / and emits io.scoreflow.metric.changed: "+
-			"one sample per firing (value 1, at startsAt) or resolved (value 0, at endsAt) alert that carries the cluster label")
+			"one sample per firing (value 1) or resolved (value 0) alert that carries the cluster label, dated when the notification arrives")
 	c := &config{}
 	c.sender = fn.SinkFlags()
 	fn.Flags.StringVar(&c.adapter.ClusterLabel, "cluster-label", "cluster", "alert label that holds the managed cluster's name; alerts without it are skipped and counted")

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorers/health"
 )
@@ -22,7 +26,7 @@ func TestNoKnativeEventingImport(t *testing.T) {
 
 func TestBinary(t *testing.T) {
 	t.Run("help names every flag", func(t *testing.T) {
-		functest.Help(t, "--resource", "--score-name", "--valid-for")
+		functest.Help(t, "--resource", "--score-name", "--valid-for", "--kubeconfig")
 	})
 
 	t.Run("bad flags are fatal", func(t *testing.T) {
@@ -32,8 +36,42 @@ func TestBinary(t *testing.T) {
 		}
 	})
 
-	t.Run("scores a deleted cluster -100", func(t *testing.T) {
-		fn := functest.Start(t, nil, "--resource", "dr-health")
+	// The binary as deployed, against a real hub (etcd and kube-apiserver): a ping scores the
+	// clusters that exist, though no ApiServerSource event ever named them, and a deleted
+	// cluster is answered with nothing to score.
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	ctx := context.Background()
+	if err := hub.AddCluster(ctx, "west", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.MarkAvailable(ctx, "west"); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	fn := functest.Start(t, []string{"KUBECONFIG=" + kubeconfig}, "--resource", "dr-health")
+
+	t.Run("a ping scores every cluster on the hub", func(t *testing.T) {
+		status, reply := functest.Send(t, fn.URL, functest.Ping(`{}`))
+		su, fail := functest.Reply(t, reply)
+		if status != http.StatusOK || fail != nil {
+			t.Fatalf("status %d failure %+v", status, fail)
+		}
+		if su.Resource != "dr-health" || len(su.Items) != 1 || su.Items[0].Cluster != "west" || su.Items[0].Scores[0].Value != health.HealthyScore {
+			t.Errorf("reply %+v, want dr-health west %d", su, health.HealthyScore)
+		}
+		if su.ValidUntil == nil || !su.ValidUntil.Equal(reply.Time().Add(health.DefaultValidFor)) {
+			t.Errorf("validUntil %v, want %s after the evaluation at %s", su.ValidUntil, health.DefaultValidFor, reply.Time())
+		}
+	})
+
+	t.Run("a deleted cluster has nothing to score", func(t *testing.T) {
 		e := cloudevents.NewEvent()
 		e.SetID("d1")
 		e.SetSource("https://10.96.0.1:443")
@@ -41,12 +79,9 @@ func TestBinary(t *testing.T) {
 		e.SetTime(time.Now())
 		_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"apiVersion":"cluster.open-cluster-management.io/v1","kind":"ManagedCluster","metadata":{"name":"west"},"spec":{"hubAcceptsClient":true}}`))
 		status, reply := functest.Send(t, fn.URL, e)
-		if reply == nil {
-			t.Fatalf("no reply: status %d", status)
-		}
-		su, err := contract.DecodeScoreUpdated(reply)
-		if err != nil || su.Resource != "dr-health" || su.Items[0].Cluster != "west" || su.Items[0].Scores[0].Value != -100 {
-			t.Errorf("reply %+v, %v; want dr-health west -100", su, err)
+		if status != http.StatusAccepted || reply != nil {
+			su, _ := contract.DecodeScoreUpdated(reply)
+			t.Errorf("status %d reply %+v; want 202 and no event", status, su)
 		}
 		fn.WaitOutput(t, `"state":"Deleted"`, 5*time.Second) // a structured log of the state
 	})

@@ -46,8 +46,9 @@ type Server struct {
 const config = "global:\n  scrape_interval: 1h\n"
 
 // Run runs Prometheus (built by `make tools`) on a free port with an empty TSDB in a temporary
-// directory and waits until it is ready. Stop it when done.
-func Run() (*Server, error) {
+// directory and waits until it is ready. Stop it when done. flags are added to its command line
+// (say, "--query.max-samples=10" to make it refuse large queries as a loaded server would).
+func Run(flags ...string) (*Server, error) {
 	bin, err := tools.Path(tools.Prometheus)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func Run() (*Server, error) {
 	var lastErr error
 	// A port found free can be taken before Prometheus binds it: try a few.
 	for range 3 {
-		s, err := start(bin)
+		s, err := start(bin, flags)
 		if err == nil {
 			return s, nil
 		}
@@ -64,7 +65,7 @@ func Run() (*Server, error) {
 	return nil, fmt.Errorf("starting prometheus: %w", lastErr)
 }
 
-func start(bin string) (*Server, error) {
+func start(bin string, flags []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "promlocal-")
 	if err != nil {
 		return nil, err
@@ -81,13 +82,13 @@ func start(bin string) (*Server, error) {
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	s := &Server{URL: "http://" + addr, dir: dir, out: &LockedBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin,
-		"--config.file="+cfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
+	s.cmd = exec.Command(bin, append([]string{
+		"--config.file=" + cfg,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
 		"--web.enable-remote-write-receiver",
 		"--log.level=warn",
-	)
+	}, flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	DieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {

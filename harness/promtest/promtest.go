@@ -25,11 +25,11 @@ var (
 	Gauge   = promlocal.Gauge
 )
 
-// Start runs Prometheus (see promlocal.Run); the test's cleanup stops it. A missing binary fails
-// the test with the message that says how to build it.
-func Start(t testing.TB) *Server {
+// Start runs Prometheus (see promlocal.Run) with flags added to its command line; the test's
+// cleanup stops it. A missing binary fails the test with the message that says how to build it.
+func Start(t testing.TB, flags ...string) *Server {
 	t.Helper()
-	s, err := promlocal.Run()
+	s, err := promlocal.Run(flags...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ type Options struct {
 	// SendTimeout bounds delivering one notification's events, retries included, so Alertmanager
 	// gets an answer (and retries on 5xx) before its own timeout.
 	SendTimeout time.Duration
-	// Now is the clock for alerts that lack a time; nil means time.Now.
+	// Now is the clock that dates each notification's samples at receipt; nil means time.Now.
 	Now func() time.Time
 }
 
@@ -154,7 +154,7 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) (int, Answer) {
 		}
 		if err := a.send.Send(ctx, e); err != nil {
 			// Earlier batches of this payload were delivered and will be sent again on retry:
-			// at-least-once, and a repeated sample carries the same value and time.
+			// at-least-once; a repeated sample carries the same value, dated at its new receipt.
 			a.metrics.events.WithLabelValues("error").Inc()
 			a.log.Warn("sink failed: answering 503 so Alertmanager retries", "err", err, "groupKey", p.GroupKey, "samples", len(batch))
 			ans.Error = "sink unavailable: " + err.Error()

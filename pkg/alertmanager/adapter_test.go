@@ -112,12 +112,12 @@ func TestWebhook(t *testing.T) {
 		{
 			name: "firing", mapping: byPrefix, status: 200,
 			body: payload(alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1", "severity": "warning"}, t0, time.Time{})),
-			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU", "severity": "warning"}, Value: 1, ObservedAt: t0}},
+			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU", "severity": "warning"}, Value: 1, ObservedAt: now}},
 		},
 		{
 			name: "resolved", mapping: byPrefix, status: 200,
 			body: payload(alert("resolved", map[string]string{"alertname": "HighCPU", "cluster": "c1"}, t0, t1)),
-			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 0, ObservedAt: t1}},
+			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 0, ObservedAt: now}},
 		},
 		{
 			name: "mixed, in payload order, one without cluster", mapping: byPrefix, status: 200, skipped: 1,
@@ -127,8 +127,8 @@ func TestWebhook(t *testing.T) {
 				alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1"}, t1, time.Time{}),
 			),
 			want: []contract.Sample{
-				{Metric: "alert_Disk_Full_v2", Cluster: "c2", Labels: map[string]string{"alertname": "Disk-Full.v2"}, Value: 0, ObservedAt: t1},
-				{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: t1},
+				{Metric: "alert_Disk_Full_v2", Cluster: "c2", Labels: map[string]string{"alertname": "Disk-Full.v2"}, Value: 0, ObservedAt: now},
+				{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: now},
 			},
 		},
 		{
@@ -144,12 +144,12 @@ func TestWebhook(t *testing.T) {
 				alert("firing", map[string]string{"alertname": "HighCPU", "managed_cluster": "c3", "cluster": "hub"}, t0, time.Time{}),
 				alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1"}, t0, time.Time{}),
 			),
-			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c3", Labels: map[string]string{"alertname": "HighCPU", "cluster": "hub"}, Value: 1, ObservedAt: t0}},
+			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c3", Labels: map[string]string{"alertname": "HighCPU", "cluster": "hub"}, Value: 1, ObservedAt: now}},
 		},
 		{
 			name: "invalid label names dropped", mapping: byPrefix, status: 200,
 			body: payload(alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1", "team-name": "x", "1st": "y", "ok_name": "z", "": "e"}, t0, time.Time{})),
-			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU", "ok_name": "z"}, Value: 1, ObservedAt: t0}},
+			want: []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU", "ok_name": "z"}, Value: 1, ObservedAt: now}},
 		},
 		{
 			name: "cluster value that cannot be a managed cluster", mapping: byPrefix, status: 200, skipped: 2,
@@ -165,8 +165,8 @@ func TestWebhook(t *testing.T) {
 				alert("firing", map[string]string{"cluster": "c2"}, t0, time.Time{}),
 			),
 			want: []contract.Sample{
-				{Metric: "scoreflow_alert_firing", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: t0},
-				{Metric: "scoreflow_alert_firing", Cluster: "c2", Value: 1, ObservedAt: t0},
+				{Metric: "scoreflow_alert_firing", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: now},
+				{Metric: "scoreflow_alert_firing", Cluster: "c2", Value: 1, ObservedAt: now},
 			},
 		},
 		{
@@ -175,10 +175,10 @@ func TestWebhook(t *testing.T) {
 				alert("firing", map[string]string{"cluster": "c2"}, t0, time.Time{}),
 				alert("firing", map[string]string{"alertname": "5xxRate", "cluster": "c1"}, t0, time.Time{}),
 			),
-			want: []contract.Sample{{Metric: "_5xxRate", Cluster: "c1", Labels: map[string]string{"alertname": "5xxRate"}, Value: 1, ObservedAt: t0}},
+			want: []contract.Sample{{Metric: "_5xxRate", Cluster: "c1", Labels: map[string]string{"alertname": "5xxRate"}, Value: 1, ObservedAt: now}},
 		},
 		{
-			name: "missing times fall back to now", mapping: byPrefix, status: 200,
+			name: "missing times: dated at receipt all the same", mapping: byPrefix, status: 200,
 			body: payload(
 				alert("firing", map[string]string{"alertname": "A", "cluster": "c1"}, time.Time{}, time.Time{}),
 				alert("resolved", map[string]string{"alertname": "A", "cluster": "c2"}, t0, time.Time{}),
@@ -197,7 +197,7 @@ func TestWebhook(t *testing.T) {
 		{
 			name: "unknown fields are tolerated (newer Alertmanager)", mapping: byPrefix, status: 200,
 			body: `{"version":"4","truncatedAlerts":0,"futureField":{"x":1},"alerts":[{"status":"firing","labels":{"alertname":"A","cluster":"c1"},"startsAt":"2026-03-01T11:50:00.123Z","endsAt":"0001-01-01T00:00:00Z","extra":true}]}`,
-			want: []contract.Sample{{Metric: "alert_A", Cluster: "c1", Labels: map[string]string{"alertname": "A"}, Value: 1, ObservedAt: t0.Add(123 * time.Millisecond)}},
+			want: []contract.Sample{{Metric: "alert_A", Cluster: "c1", Labels: map[string]string{"alertname": "A"}, Value: 1, ObservedAt: now}},
 		},
 		{name: "malformed JSON", mapping: byPrefix, status: 400, body: `{"version":"4","alerts":[`, errHas: "not an Alertmanager webhook JSON"},
 		{name: "not an object", mapping: byPrefix, status: 400, body: `[1,2]`, errHas: "not an Alertmanager webhook JSON"},
@@ -312,7 +312,7 @@ func TestSinkDownThenRecovers(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("sink got %d events, want 1", len(got))
 	}
-	functest.EqualSamples(t, "after recovery", got[0].data.Samples, []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: t0}})
+	functest.EqualSamples(t, "after recovery", got[0].data.Samples, []contract.Sample{{Metric: "alert_HighCPU", Cluster: "c1", Labels: map[string]string{"alertname": "HighCPU"}, Value: 1, ObservedAt: now}})
 }
 
 // A sink that answers 5xx is a transient failure too; a 2xx after it delivers.
@@ -448,4 +448,59 @@ func value(c prometheus.Collector) float64 {
 		sum += d.GetCounter().GetValue()
 	}
 	return sum
+}
+
+// TestNotificationsAreDatedAtReceipt: an alert that keeps firing is notified again every
+// repeat_interval with the same startsAt; each notification's sample is dated when it arrives, so
+// scores built from it are renewed and do not expire while the alert still fires. A resolution
+// that happened before a late (retried) firing notification arrived is still dated after it, so
+// order-keeping consumers take it as the newer state rather than drop it as stale.
+func TestNotificationsAreDatedAtReceipt(t *testing.T) {
+	s := functest.NewSink(t, functest.MetricChanged)
+	clock := now
+	snd, err := function.NewSender(s.URL, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Mapping: Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, Source: "scoreflow/alertmanager-adapter",
+		Now: func() time.Time { return clock }}, snd, slog.New(slog.NewTextHandler(t.Output(), nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+
+	labels := map[string]string{"alertname": "HighCPU", "cluster": "c1"}
+	started := now.Add(-3 * time.Hour)
+	resolved := now.Add(4*time.Hour - time.Minute) // before the last firing notification arrives
+	steps := []struct {
+		name     string
+		received time.Time
+		alert    Alert
+		value    float64
+	}{
+		{"first notification", now, alert("firing", labels, started, time.Time{}), 1},
+		{"repeat after repeat_interval", now.Add(4 * time.Hour), alert("firing", labels, started, time.Time{}), 1},
+		{"resolved, endsAt before the repeat arrived", now.Add(4*time.Hour + 5*time.Minute), alert("resolved", labels, started, resolved), 0},
+	}
+	var last time.Time
+	for _, st := range steps {
+		clock = st.received
+		if status, ans := post(t, srv.URL, payload(st.alert)); status != http.StatusOK || ans.Events != 1 {
+			t.Fatalf("%s: status %d %+v", st.name, status, ans)
+		}
+		got := take(s)
+		if len(got) != 1 || len(got[0].data.Samples) != 1 {
+			t.Fatalf("%s: sink got %+v, want one event with one sample", st.name, got)
+		}
+		smp := got[0].data.Samples[0]
+		if smp.Value != st.value || !smp.ObservedAt.Equal(st.received) || !got[0].time.Equal(st.received) {
+			t.Errorf("%s: value %v observed %s (event time %s), want %v observed at receipt %s",
+				st.name, smp.Value, smp.ObservedAt, got[0].time, st.value, st.received)
+		}
+		if !smp.ObservedAt.After(last) {
+			t.Errorf("%s: observed %s, not after the previous notification's %s", st.name, smp.ObservedAt, last)
+		}
+		last = smp.ObservedAt
+	}
 }

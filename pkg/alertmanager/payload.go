@@ -1,6 +1,6 @@
 // Package alertmanager turns Alertmanager webhook notifications (payload version 4) into
 // io.scoreflow.metric.changed events: one sample per firing (1) or resolved (0) alert that names a
-// managed cluster in a label.
+// managed cluster in a label, observed when the notification arrived.
 package alertmanager
 
 import (
@@ -116,27 +116,33 @@ type Result struct {
 	DroppedLabels int
 }
 
-// Map builds one sample per usable alert, in payload order: value 1 observed at startsAt for a
-// firing alert, 0 observed at endsAt for a resolved one. now stands in for a missing time.
+// Map builds one sample per usable alert, in payload order: value 1 for a firing alert, 0 for a
+// resolved one, each observed at now, when the notification was received.
+//
+// A notification is Alertmanager's view of its alerts when it sent it, so that is when the value
+// was observed. Not startsAt: an alert firing for hours is notified again every repeat_interval
+// with the same startsAt, and samples dated there would make every score built from them expire
+// while the alert still fires. Not endsAt for a resolved alert either: a firing notification that
+// Alertmanager retried may arrive after the alert has ended, and a resolution dated before that
+// arrival would be dropped as older by consumers that keep order (the score-writer), leaving the
+// firing score in place. Notifications of one group are sent one after another, so receipt times
+// keep their order.
 func (m Mapping) Map(p *Payload, now time.Time) Result {
 	var r Result
 	for _, a := range p.Alerts {
 		name := a.Labels["alertname"]
 		skip := func(reason string) { r.Skipped = append(r.Skipped, Skipped{reason, name, a.Fingerprint}) }
 		var value float64
-		observed := a.StartsAt
 		switch a.Status {
 		case StatusFiring:
 			value = 1
 		case StatusResolved:
-			value, observed = 0, a.EndsAt
+			value = 0
 		default:
 			skip(SkipUnknownStatus)
 			continue
 		}
-		if observed.IsZero() {
-			observed = now
-		}
+		observed := now
 		cluster, ok := a.Labels[m.ClusterLabel]
 		if !ok || cluster == "" {
 			skip(SkipNoCluster)

@@ -17,10 +17,12 @@ type Kind int
 
 const (
 	// Unavailable: Prometheus unreachable or overloaded (network errors, timeouts, 5xx, 429, a
-	// refused token, an unparsable answer). Retrying later may work; meanwhile nothing is scored.
+	// refused token, an unparsable answer), or a query that failed while it ran (422 execution:
+	// too many samples, a Thanos or Mimir limit, series it could not match at that moment).
+	// Retrying later may work; meanwhile nothing is scored.
 	Unavailable Kind = iota + 1
-	// BadQuery: Prometheus refused the query itself (400 bad_data: a syntax error; 422 execution:
-	// say, many-to-many matching) or its result has the wrong shape. Retrying will not help.
+	// BadQuery: Prometheus refused the query itself (400 bad_data: a syntax error, a bad
+	// parameter) or its result has the wrong shape. Retrying will not help.
 	BadQuery
 )
 
@@ -65,15 +67,23 @@ func Fail(err error) error {
 }
 
 // classify sorts a client_golang error. client_golang maps 400 and 422 answers to their API
-// errorType (bad_data, execution) and every other non-2xx status to client_error (4xx) or
-// server_error (5xx, including Prometheus' own 503 for a query timeout).
+// errorType (bad_data, execution, or what a proxy put there) and every other non-2xx status to
+// client_error (4xx) or server_error (5xx, including Prometheus' own 503 for a query timeout).
+//
+// Only bad_data is about the query's text and parameters, so only it is a bad query. Execution
+// errors are about what the query met when it ran: Prometheus' --query.max-samples, Thanos and
+// Mimir limits, timeouts inside the engine, and matching errors that depend on which series exist
+// (duplicates while a pod is replaced). The same query may pass on the next try, so they are
+// retried; a query that always fails this way shows its message in every score.failed and log.
 func classify(query string, err error) *Error {
 	var apiErr *v1.Error
 	switch {
 	case errors.As(err, &apiErr):
 		switch apiErr.Type {
-		case v1.ErrBadData, v1.ErrExec:
+		case v1.ErrBadData:
 			return &Error{Kind: BadQuery, Query: query, Err: errors.New(apiErr.Msg)}
+		case v1.ErrExec, v1.ErrTimeout, v1.ErrCanceled:
+			return &Error{Kind: Unavailable, Query: query, Err: fmt.Errorf("%s: %s", apiErr.Type, apiErr.Msg)}
 		case v1.ErrClient:
 			return &Error{Kind: Unavailable, Query: query, Err: fmt.Errorf("%s (check --prometheus-url and the token): %s", apiErr.Msg, brief(apiErr.Detail))}
 		default:

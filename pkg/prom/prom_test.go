@@ -78,7 +78,9 @@ func TestRealPrometheus(t *testing.T) {
 		quote string // part of the message
 	}{
 		{"syntax error is 400 bad_data", func() error { _, err := c.Query(ctx, `sum(load`, at); return err }, prom.BadQuery, "parse error"},
-		{"many-to-many is 422 execution", func() error { _, err := c.Query(ctx, `load * on() load`, at); return err }, prom.BadQuery, "many-to-many"},
+		// 422 execution: the query met data it cannot combine. That depends on the series at
+		// the time (duplicates during a rollout pass), so it is retried like an overload.
+		{"many-to-many is 422 execution", func() error { _, err := c.Query(ctx, `load * on() load`, at); return err }, prom.Unavailable, "many-to-many"},
 		{"scalar result", func() error { _, err := c.Query(ctx, `1 + 1`, at); return err }, prom.BadQuery, "scalar"},
 		{"range vector from an instant query", func() error { _, err := c.Query(ctx, `load[2m]`, at); return err }, prom.BadQuery, "matrix"},
 		{"range query of a range vector", func() error {
@@ -102,6 +104,33 @@ func TestRealPrometheus(t *testing.T) {
 	}
 }
 
+// TestTooManySamplesIsRetried: a real Prometheus that refuses a query for loading more samples
+// than --query.max-samples (what a loaded server, or Thanos and Mimir limits, answer with 422
+// execution) reads as unavailable and retriable, while its 400 bad_data stays a bad query.
+func TestTooManySamplesIsRetried(t *testing.T) {
+	srv := promtest.Start(t, "--query.max-samples=5")
+	at := promtest.Aligned(time.Minute)
+	srv.MustPush(t, promtest.Grid(map[string]string{"__name__": "load", "cluster": "c1"}, at, time.Minute, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10))
+	c := newClient(t, prom.Config{URL: srv.URL})
+	ctx := context.Background()
+
+	if _, err := c.Query(ctx, `load`, at); err != nil {
+		t.Fatalf("a query within the limit: %v", err)
+	}
+	_, err := c.QueryRange(ctx, `load`, at.Add(-9*time.Minute), at, time.Minute)
+	if prom.KindOf(err) != prom.Unavailable || !strings.Contains(err.Error(), "too many samples") {
+		t.Fatalf("over --query.max-samples: err = %v, want Unavailable mentioning too many samples", err)
+	}
+	var se *scorer.Error
+	if !errors.As(prom.Fail(err), &se) || se.Reason != contract.ReasonMetricsUnavailable || !se.Retriable {
+		t.Errorf("Fail(err) = %v, want retriable MetricsUnavailable", prom.Fail(err))
+	}
+	_, err = c.Query(ctx, `sum(load`, at)
+	if !errors.As(prom.Fail(err), &se) || se.Reason != contract.ReasonBadQuery || se.Retriable {
+		t.Errorf("syntax error: Fail(err) = %v, want BadQuery, not retriable", prom.Fail(err))
+	}
+}
+
 // Proxies and load balancers in front of Prometheus answer in their own ways; each must read as
 // "unavailable", never as a bad query.
 func TestUnavailableAnswers(t *testing.T) {
@@ -110,6 +139,11 @@ func TestUnavailableAnswers(t *testing.T) {
 		handler http.HandlerFunc
 		quote   string
 	}{
+		{"prometheus too many samples 422", answer(422, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`), "too many samples"},
+		{"thanos store limit 422", answer(422, `{"status":"error","errorType":"execution","error":"expanding series: the query hit the max number of series limit (limit: 100000 series)"}`), "series limit"},
+		{"mimir limit 422", answer(422, `{"status":"error","errorType":"execution","error":"the query exceeded the maximum number of chunks (limit: 2000000 chunks) (err-mimir-max-chunks-per-query)"}`), "maximum number of chunks"},
+		{"timeout behind a proxy 422", answer(422, `{"status":"error","errorType":"timeout","error":"query timed out in query execution"}`), "timed out"},
+		{"canceled 422", answer(422, `{"status":"error","errorType":"canceled","error":"query was canceled in query execution"}`), "canceled"},
 		{"prometheus query timeout 503", answer(503, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`), "query timed out"},
 		{"internal 500", answer(500, `{"status":"error","errorType":"internal","error":"storage error"}`), "server error: 500"},
 		{"bad gateway html", answer(502, `<html><body>Bad Gateway</body></html>`), "Bad Gateway"},

@@ -37,7 +37,9 @@ func Fail(reason contract.Reason, retriable bool, err error) error {
 	return &Error{Reason: reason, Retriable: retriable, Err: err}
 }
 
-// Result is one evaluation: the scores and when the metrics behind them were observed.
+// Result is one evaluation: the scores and the time they hold as of, which dates the
+// score.updated (the writer orders by it and counts its TTL from it): the evaluation time for a
+// query run on a ping, the samples' observation time for a metric.changed.
 type Result struct {
 	Scores   contract.ScoreUpdated
 	Observed time.Time

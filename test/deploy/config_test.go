@@ -16,6 +16,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
+	"github.com/scoreflow/scoreflow/pkg/scorers/health"
 	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
 	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
 	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
@@ -44,6 +45,10 @@ var pingConfigs = map[string]func(data []byte) error{
 	},
 	"static-scorer": func(b []byte) error {
 		var c static.Config
+		return decodeValidate(b, &c)
+	},
+	"health-scorer": func(b []byte) error {
+		var c health.PingConfig
 		return decodeValidate(b, &c)
 	},
 }

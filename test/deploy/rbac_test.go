@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/scorers/health"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
@@ -310,6 +312,67 @@ func TestManagedClusterSourceRBAC(t *testing.T) {
 		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
 			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
 				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: cluster}}, metav1.CreateOptions{})
+			return err
+		}, false},
+	}
+	checkAccess(t, kube, cc, append(table, neverAllowed...))
+}
+
+// TestHealthScorerRBAC: the health-scorer's account is granted exactly get and list on
+// managedclusters, by one ClusterRole bound to it alone; with it, the scorer's own lister
+// (pkg/scorers/health) lists the hub's clusters; and it can do nothing else, not even watch.
+func TestHealthScorerRBAC(t *testing.T) {
+	h := rbacHub(t)
+	s := load(t, setHub)
+	const sa = "health-scorer"
+	want := []rbacv1.PolicyRule{{APIGroups: []string{clusterv1.GroupName}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "list"}}}
+	var roles []string
+	for _, it := range s.ClusterRoleBindings {
+		for _, sub := range it.Object.Subjects {
+			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
+				roles = append(roles, it.Object.RoleRef.Kind+"/"+it.Object.RoleRef.Name)
+			}
+		}
+	}
+	for _, it := range s.RoleBindings {
+		for _, sub := range it.Object.Subjects {
+			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
+				roles = append(roles, "RoleBinding "+it.Object.Name)
+			}
+		}
+	}
+	if len(roles) != 1 || roles[0] != "ClusterRole/scoreflow-health-scorer" {
+		t.Fatalf("%s is bound to %v, want ClusterRole/scoreflow-health-scorer only", sa, roles)
+	}
+	role, ok := manifests.Find(s.ClusterRoles, "", "scoreflow-health-scorer")
+	if !ok {
+		t.Fatal("ClusterRole scoreflow-health-scorer not found")
+	}
+	if got := role.Object.Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: rules %+v, want exactly %+v", role.Source, got, want)
+	}
+
+	_, kube, cc := as(t, h, Namespace, sa)
+	t.Run("the scorer lists as deployed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got, err := health.HubClusters{Client: cc}.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(got, func(mc health.ManagedCluster) bool { return mc.Metadata.Name == cluster }) {
+			t.Errorf("listed %+v, want %s among them", got, cluster)
+		}
+	})
+	table := []access{
+		listManagedClusters, getManagedCluster, with(false, watchManagedClusters),
+		{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
+			return err
+		}, false},
+		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
+				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "health", Namespace: cluster}}, metav1.CreateOptions{})
 			return err
 		}, false},
 	}

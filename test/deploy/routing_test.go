@@ -151,7 +151,11 @@ func TestRouting(t *testing.T) {
 	tests = append(tests, tc{"ping for a scorer that does not exist", otherScorer, []string{player}})
 
 	for verb, e := range apiServerEvents("cluster.open-cluster-management.io/v1", "ManagedCluster", "managedclusters", "cluster1") {
-		tests = append(tests, tc{"ManagedCluster " + verb, e, []string{"health-scorer", player}})
+		want := []string{"health-scorer", player}
+		if verb == "delete" {
+			want = []string{player} // a deleted cluster has nothing to score
+		}
+		tests = append(tests, tc{"ManagedCluster " + verb, e, want})
 	}
 	for verb, e := range apiServerEvents("v1", "Namespace", "namespaces", "cluster1") {
 		tests = append(tests, tc{"Namespace " + verb + " (another ApiServerSource)", e, []string{player}})

@@ -19,7 +19,9 @@
 // Evaluation: the usage query runs over [now-range, now] at step, now aligned down to a multiple
 // of step; each series is forecast horizon/step steps past its last point. The capacity comes from
 // an instant query at the same end (one series per cluster, matched on the cluster label), or is
-// one number for all clusters. A predicted usage below 0 counts as 0.
+// one number for all clusters. A predicted usage below 0 counts as 0. The scores are dated at the
+// evaluation (the ping), not at the aligned end: the writer counts its TTL from that date, so
+// each ping renews them, and a step longer than the TTL does not let them lapse between steps.
 //
 // Left out (never scored 0): series with fewer than two points, series with no point at the end
 // of the range (they have stopped: forecasting them would pass old data off as fresh), clusters

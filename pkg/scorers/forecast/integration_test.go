@@ -8,6 +8,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/shipped"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
@@ -111,7 +112,8 @@ func TestAgainstPrometheus(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { functest.ExpectScores(t, url, tt.ping, tt.want, at) })
+		// Dated at the evaluation, not at the aligned end of the range.
+		t.Run(tt.name, func(t *testing.T) { functest.ExpectScores(t, url, tt.ping, tt.want, at.Add(20*time.Second)) })
 	}
 
 	refusals := []struct {
@@ -156,5 +158,86 @@ func TestAgainstPrometheus(t *testing.T) {
 	status, reply := functest.Send(t, url, functest.Ping(`{`+usage+`,"capacity":1}`))
 	if _, fail := functest.Reply(t, reply); status != http.StatusServiceUnavailable || fail == nil || fail.Reason != contract.ReasonMetricsUnavailable || !fail.Retriable {
 		t.Errorf("Prometheus down: status %d failure %+v, want 503 retriable MetricsUnavailable", status, fail)
+	}
+}
+
+// TestShippedScheduleStaysValid runs the shipped forecast PingSource (deploy/schedules.yaml: its
+// schedule and its configuration, a 6h range at 5m steps) against a real Prometheus at each of 12
+// firings, and checks that under each TTL the score-writer is shipped with, the score written at
+// one firing is still valid when the next firing's score lands (allowing 30 s for the ping, the
+// queries and the write). A score dated at the range's step-aligned end would expire minutes
+// before the next step's first score, every step.
+func TestShippedScheduleStaysValid(t *testing.T) {
+	deployment := shipped.Load(t)
+	ps := deployment.PingSource(t, "forecast-cpu-headroom")
+	if ps.Spec.CloudEventOverrides.Extensions["scorer"] != "forecast-scorer" {
+		t.Fatalf("PingSource %s is not the forecast-scorer's", ps.Name)
+	}
+	const landing = 30 * time.Second
+
+	// A 5-minute boundary well in the past, so that every firing evaluates data already written.
+	base := promtest.Aligned(5 * time.Minute).Add(-15 * time.Minute)
+	firings := shipped.Firings(t, ps, base.Add(-time.Second), 12, 400*time.Millisecond)
+
+	// CPU counters rising at 0.5 and 1.5 cores, and 4 allocatable cores, every minute from 7h
+	// before the first firing to past the last: the shipped 6h range is covered at every firing.
+	end := firings[len(firings)-1].Truncate(time.Minute).Add(time.Minute)
+	n := int(end.Sub(base.Add(-7*time.Hour))/time.Minute) + 1
+	counter := func(perSecond float64) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = perSecond * 60 * float64(i)
+		}
+		return v
+	}
+	srv := promtest.Start(t)
+	usage := func(cluster string) map[string]string {
+		return map[string]string{"__name__": "container_cpu_usage_seconds_total", "cluster": cluster, "container": "app", "pod": "p"}
+	}
+	alloc := func(cluster string) map[string]string {
+		return map[string]string{"__name__": "kube_node_status_allocatable", "cluster": cluster, "resource": "cpu", "node": "n"}
+	}
+	srv.MustPush(t,
+		promtest.Grid(usage("east"), end, time.Minute, counter(0.5)...),
+		promtest.Grid(usage("west"), end, time.Minute, counter(1.5)...),
+		promtest.Grid(alloc("east"), end, time.Minute, line(4, 0, n)...),
+		promtest.Grid(alloc("west"), end, time.Minute, line(4, 0, n)...),
+	)
+
+	var now time.Time
+	fn := function.New("forecast-scorer", "test")
+	s := &forecast.Scorer{Prom: promtest.Client(t, srv.URL), Log: fn.Log, Now: func() time.Time { return now }}
+	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
+
+	type written struct {
+		at, time time.Time
+		su       *contract.ScoreUpdated
+	}
+	var got []written
+	for _, at := range firings {
+		now = at
+		status, reply := functest.Send(t, url, functest.Ping(ps.Spec.Data))
+		su, fail := functest.Reply(t, reply)
+		if status != http.StatusOK || fail != nil || len(su.Items) != 2 {
+			t.Fatalf("firing at %s: status %d failure %+v scores %+v, want both clusters scored", at.Format(time.TimeOnly), status, fail, su)
+		}
+		if reply.Time().After(at) {
+			t.Errorf("firing at %s: scores dated %s, in the future", at.Format(time.TimeOnly), reply.Time().Format(time.TimeOnly))
+		}
+		got = append(got, written{at, reply.Time(), su})
+	}
+	for i := 1; i < len(got); i++ {
+		prev, next := got[i-1], got[i]
+		if !next.time.After(prev.time) {
+			t.Errorf("firing at %s: scores dated %s, not after the previous firing's %s: the writer would not refresh them",
+				next.at.Format(time.TimeOnly), next.time.Format(time.TimeOnly), prev.time.Format(time.TimeOnly))
+		}
+		for _, ttl := range deployment.WriterTTLs {
+			vu := shipped.WriterValidUntil(prev.su, prev.time, prev.at, ttl)
+			if !vu.IsZero() && !vu.After(next.at.Add(landing)) {
+				t.Errorf("TTL %s: the score of the firing at %s is valid until %s, before the next firing's (%s) lands",
+					ttl, prev.at.Format(time.TimeOnly), vu.Format(time.TimeOnly), next.at.Format(time.TimeOnly))
+			}
+		}
 	}
 }

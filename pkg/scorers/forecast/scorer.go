@@ -35,7 +35,8 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 		return nil, err
 	}
 	step := time.Duration(cfg.Step)
-	start, end := prom.AlignedRange(s.now(), time.Duration(cfg.Range), step)
+	now := s.now()
+	start, end := prom.AlignedRange(now, time.Duration(cfg.Range), step)
 	usage, err := s.Prom.QueryRange(ctx, cfg.Query, start, end, step)
 	if err != nil {
 		return nil, prom.Fail(err)
@@ -65,7 +66,11 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	if len(sc.Items) == 0 {
 		return nil, nil
 	}
-	return &scorer.Result{Observed: end, Scores: contract.ScoreUpdated{Resource: cfg.Resource, Items: sc.Items}}, nil
+	// Dated now, not at end: end stays put for a whole step while pings repeat, and scores dated
+	// there would expire up to a step early (the writer counts its TTL from this time) and could
+	// not be refreshed by the pings in between. The forecast is the best one as of now: the
+	// points after end are not on the grid yet.
+	return &scorer.Result{Observed: now, Scores: contract.ScoreUpdated{Resource: cfg.Resource, Items: sc.Items}}, nil
 }
 
 // Skipped counts usage series that were not forecast, by why.

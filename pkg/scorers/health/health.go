@@ -30,8 +30,8 @@ const (
 )
 
 // Scores of the table; Unreachable starts at UnreachableScore and loses a point per lease period.
+// Deleted and Deleting have none.
 const (
-	DeletedScore        = -100
 	NotAcceptedScore    = -90
 	NotJoinedScore      = -80
 	UnavailableScore    = -60
@@ -94,14 +94,20 @@ type Assessment struct {
 	Detail string
 }
 
+// Scored tells whether the state has a score. A deleted cluster has nothing left to score: OCM
+// deletes its namespace and the AddOnPlacementScores in it, and the score-writer refuses to write
+// for it. A cluster being deleted is no longer a Placement candidate (OCM's scheduler leaves out
+// clusters with a deletionTimestamp), and the writer refuses it too.
+func (a Assessment) Scored() bool { return a.State != StateDeleted && a.State != StateDeleting }
+
 // Assess applies the scoring table (see the package doc) to a cluster as of at; deleted is true
 // for a delete event.
 func Assess(mc *ManagedCluster, deleted bool, at time.Time) Assessment {
 	switch {
 	case deleted:
-		return Assessment{StateDeleted, DeletedScore, "the ManagedCluster was deleted"}
+		return Assessment{StateDeleted, 0, "the ManagedCluster was deleted: nothing to score"}
 	case mc.Metadata.DeletionTimestamp != nil:
-		return Assessment{StateDeleting, DeletedScore, "the ManagedCluster is being deleted"}
+		return Assessment{StateDeleting, 0, "the ManagedCluster is being deleted: nothing to score"}
 	case !mc.Spec.HubAcceptsClient:
 		return Assessment{StateNotAccepted, NotAcceptedScore, "spec.hubAcceptsClient is false"}
 	case mc.is(CondHubDenied, metaStatusTrue):

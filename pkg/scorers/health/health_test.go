@@ -77,8 +77,8 @@ func TestAssess(t *testing.T) {
 	}{
 		{"healthy", cluster(60, time.Hour, ok), false, StateHealthy, 100},
 		{"healthy, just recovered", cluster(60, time.Second, ok), false, StateHealthy, 100},
-		{"deleted, even if healthy before", cluster(60, time.Hour, ok), true, StateDeleted, -100},
-		{"being deleted", deleting, false, StateDeleting, -100},
+		{"deleted, even if healthy before", cluster(60, time.Hour, ok), true, StateDeleted, 0},
+		{"being deleted", deleting, false, StateDeleting, 0},
 		{"hub stopped accepting", notAccepting, false, StateNotAccepted, -90},
 		{"denied", cluster(60, 0, with(CondHubDenied, "True")), false, StateNotAccepted, -90},
 		{"not yet accepted", cluster(60, 0, with(CondHubAccepted, "")), false, StateNotAccepted, -90},
@@ -101,6 +101,10 @@ func TestAssess(t *testing.T) {
 			a := Assess(tt.mc, tt.deleted, now)
 			if a.State != tt.state || a.Score != tt.score || a.Detail == "" {
 				t.Errorf("Assess = %+v, want %s %d", a, tt.state, tt.score)
+			}
+			// A deleted or deleting cluster has nothing to score; every other state has a score.
+			if gone := tt.state == StateDeleted || tt.state == StateDeleting; a.Scored() == gone {
+				t.Errorf("Assess = %+v: Scored() = %v", a, a.Scored())
 			}
 		})
 	}

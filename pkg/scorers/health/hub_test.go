@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
@@ -51,6 +54,9 @@ func apiServerSourceEvent(t *testing.T, typ, apiServer string, obj *unstructured
 }
 
 var watchTypes = map[watch.EventType]string{watch.Added: TypeAdd, watch.Modified: TypeUpdate, watch.Deleted: TypeDelete}
+
+// noScore marks a step whose event is answered with no score.
+const noScore = 1000
 
 // TestHealthFromHubEvents drives a ManagedCluster on a real hub (etcd and kube-apiserver with the
 // OCM CRDs) through its life, turns each watch event into the event an ApiServerSource sends,
@@ -151,20 +157,32 @@ func TestHealthFromHubEvents(t *testing.T) {
 			if err := mcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		}, watch.Modified, StateDeleting, -100},
+		}, watch.Modified, StateDeleting, noScore},
 		{"deleted", func() {
 			mc := get()
 			mc.Finalizers = nil
 			if _, err := mcs.Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		}, watch.Deleted, StateDeleted, -100},
+		}, watch.Deleted, StateDeleted, noScore},
 	}
 	for _, st := range steps {
 		st.do()
 		obj := waitFor(t, w, st.watch)
 		in := apiServerSourceEvent(t, watchTypes[st.watch], hub.Config.Host, obj)
 		status, reply := functest.Send(t, url, in)
+		if st.score == noScore {
+			// Nothing to score: the writer would refuse it (the cluster is going or gone), and OCM
+			// removes the cluster's namespace with its scores.
+			if status != http.StatusAccepted || reply != nil {
+				t.Errorf("%s: status %d reply %v, want 202 and no event", st.name, status, reply)
+			}
+			if !strings.Contains(logs.String(), `"state":"`+st.state+`"`) {
+				t.Errorf("%s: state %s not logged:\n%s", st.name, st.state, logs)
+			}
+			logs.Reset()
+			continue
+		}
 		if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
 			t.Fatalf("%s: status %d reply %v", st.name, status, reply)
 		}
@@ -215,4 +233,113 @@ func waitFor(t *testing.T, w watch.Interface, want watch.EventType) *unstructure
 		t.Fatalf("no %s watch event within 30s", want)
 	}
 	return nil
+}
+
+// TestPingScoresEveryCluster: clusters that exist before the scorer starts, and whose objects then
+// never change, are scored on every ping from a list of the real hub (a Knative ApiServerSource
+// sends nothing for them), and an Unreachable cluster's score falls with each lease period between
+// pings although nothing about it changes. A cluster being deleted gets no score, and a scorer
+// whose account may not list ManagedClusters answers 400 Forbidden.
+func TestPingScoresEveryCluster(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mcs := hub.Cluster.ClusterV1().ManagedClusters()
+	t0 := time.Now().Truncate(time.Second)
+
+	for _, name := range []string{"east", "fresh", "gone", "west"} {
+		if err := hub.AddCluster(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"east", "gone"} {
+		if err := hub.MarkAvailable(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// west's agent stopped renewing its lease: the hub set Available Unknown 2.5 lease periods ago.
+	west, err := mcs.Get(ctx, "west", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	west.Status.Conditions = []metav1.Condition{
+		{Type: clusterv1.ManagedClusterConditionHubAccepted, Status: metav1.ConditionTrue, Reason: "HubClusterAdminAccepted", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))},
+		{Type: clusterv1.ManagedClusterConditionJoined, Status: metav1.ConditionTrue, Reason: "ManagedClusterJoined", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))},
+		{Type: clusterv1.ManagedClusterConditionAvailable, Status: metav1.ConditionUnknown, Reason: "ManagedClusterLeaseUpdateStopped", LastTransitionTime: metav1.NewTime(t0.Add(-150 * time.Second))},
+	}
+	if _, err := mcs.UpdateStatus(ctx, west, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// gone is being deleted; a finalizer holds it, as OCM's registration controller's does.
+	gone, err := mcs.Get(ctx, "gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Finalizers = []string{clusterv1.ManagedClusterFinalizer}
+	if _, err := mcs.Update(ctx, gone, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcs.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Only now does the scorer start: it has seen no event about any of them.
+	var clock time.Time
+	fn := function.New("health-scorer", "test")
+	s := &Scorer{Resource: "cluster-health", ScoreName: "health", ValidFor: DefaultValidFor, Log: fn.Log,
+		Clusters: HubClusters{Client: hub.Cluster, PageSize: 2}, Now: func() time.Time { return clock }}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
+
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		want map[string]float64
+	}{
+		// west: -40 less 2 whole lease periods of 60s.
+		{"first ping", t0, map[string]float64{"east": 100, "fresh": -90, "west": -42}},
+		// Nothing changed on the hub; west has been silent 12.5 periods.
+		{"ten minutes on", t0.Add(10 * time.Minute), map[string]float64{"east": 100, "fresh": -90, "west": -52}},
+	} {
+		clock = tt.at
+		status, reply := functest.Send(t, url, functest.Ping(`{}`))
+		su, fail := functest.Reply(t, reply)
+		if status != http.StatusOK || fail != nil {
+			t.Fatalf("%s: status %d failure %+v", tt.name, status, fail)
+		}
+		got := map[string]float64{}
+		for _, it := range su.Items {
+			if len(it.Scores) != 1 || it.Scores[0].Name != "health" {
+				t.Errorf("%s: item %+v, want one score named health", tt.name, it)
+				continue
+			}
+			got[it.Cluster] = it.Scores[0].Value
+		}
+		if su.Resource != "cluster-health" || !maps.Equal(got, tt.want) {
+			t.Errorf("%s: %s %v, want cluster-health %v", tt.name, su.Resource, got, tt.want)
+		}
+		if !reply.Time().Equal(tt.at) || su.NeverExpires || su.ValidUntil == nil || !su.ValidUntil.Equal(tt.at.Add(DefaultValidFor)) {
+			t.Errorf("%s: time %s validUntil %v neverExpires %v, want %s valid until %s",
+				tt.name, reply.Time(), su.ValidUntil, su.NeverExpires, tt.at, tt.at.Add(DefaultValidFor))
+		}
+	}
+
+	// An account without access to ManagedClusters: the deployment is wrong, retrying cannot help.
+	cfg := rest.CopyConfig(hub.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:scoreflow:nobody"}
+	denied := &Scorer{Resource: "cluster-health", ScoreName: "health", Log: fn.Log,
+		Clusters: HubClusters{Client: clusterclient.NewForConfigOrDie(cfg)}}
+	fn = function.New("health-scorer", "test")
+	url = functest.Serve(t, fn, scorer.Handler(fn.Source(), denied.Routes()))
+	status, reply := functest.Send(t, url, functest.Ping(`{}`))
+	if _, f := functest.Reply(t, reply); status != http.StatusBadRequest || f == nil || f.Reason != contract.ReasonForbidden || f.Retriable ||
+		!strings.Contains(f.Message, "get and list on managedclusters") {
+		t.Errorf("no RBAC: status %d failure %+v, want 400 Forbidden naming the grant", status, f)
+	}
 }

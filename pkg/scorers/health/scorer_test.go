@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
+	"k8s.io/client-go/rest"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -112,5 +115,43 @@ func TestScorerValidate(t *testing.T) {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%+v accepted", s)
 		}
+	}
+}
+
+// A deleted cluster, or one being deleted, has nothing to score: 202 and no event, so the writer
+// is not asked to write for a cluster it would refuse.
+func TestDeletedClustersAreNotScored(t *testing.T) {
+	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health"})
+	deleting := strings.Replace(healthy, `"resourceVersion":"7"`, `"resourceVersion":"7","deletionTimestamp":"2026-03-01T11:59:00Z"`, 1)
+	for _, tt := range []struct{ name, typ, data string }{
+		{"delete event", TypeDelete, healthy},
+		{"update of a cluster being deleted", TypeUpdate, deleting},
+	} {
+		status, reply := functest.Send(t, url, rawEvent(t, tt.typ, tt.data, time.Now()))
+		if status != http.StatusAccepted || reply != nil {
+			t.Errorf("%s: status %d reply %v, want 202 and no event", tt.name, status, reply)
+		}
+	}
+}
+
+// A ping while the hub cannot be reached is retried (503); a ping whose data is not the
+// health-scorer's (empty) configuration is refused (400 BadConfig).
+func TestPingFailures(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health",
+		Clusters: HubClusters{Client: clusterclient.NewForConfigOrDie(&rest.Config{Host: gone, Timeout: 2 * time.Second})}})
+
+	status, reply := functest.Send(t, url, functest.Ping(`{}`))
+	if _, f := functest.Reply(t, reply); status != http.StatusServiceUnavailable || f == nil || f.Reason != contract.ReasonUnavailable || !f.Retriable {
+		t.Errorf("hub down: status %d failure %+v, want 503 retriable Unavailable", status, f)
+	}
+	status, reply = functest.Send(t, url, functest.Ping(`{"resource":"other"}`))
+	if _, f := functest.Reply(t, reply); status != http.StatusBadRequest || f == nil || f.Reason != contract.ReasonBadConfig || !strings.Contains(f.Message, "resource") {
+		t.Errorf("unknown field: status %d failure %+v, want 400 BadConfig naming it", status, f)
 	}
 }

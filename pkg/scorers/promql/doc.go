@@ -7,7 +7,9 @@
 // points are reduced by aggregation: last, avg, min, max or p95); the cluster label; the score
 // resource; a score-name format filled from each series' labels ("${app};${device}"); and a
 // normalisation (linear between bounds, min-max per score name across the clusters of one
-// evaluation, or none). The reply is one score.updated with every cluster scored.
+// evaluation, or none). The reply is one score.updated with every cluster scored, dated at the
+// evaluation (the ping) for range queries too: the writer counts its TTL from that date, so each
+// ping renews the scores, whatever the step.
 //
 // Each series gives one score: cluster from its cluster label, name from scoreName, value
 // normalised. Series without a valid cluster name, or that scoreName cannot name legally, are

@@ -1,6 +1,8 @@
 package promql_test
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/shipped"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
@@ -188,5 +191,75 @@ func TestMetricChangedOverHTTP(t *testing.T) {
 	want := contract.ScoreUpdated{Resource: "gpu-usage-score", Items: []contract.ClusterScores{cs("east", "gpu0", 100), cs("north", "gpu0", 50), cs("west", "gpu0", -100)}}
 	if status != http.StatusOK || fail != nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("status %d failure %+v scores %+v, want 200 %+v", status, fail, got, want)
+	}
+}
+
+// TestShippedScheduleStaysValid runs the shipped promql PingSource (deploy/schedules.yaml), as
+// shipped and turned into a range query over 30m at 5m steps, against a real Prometheus at each
+// of 12 firings of its schedule, and checks that under each TTL the score-writer is shipped with,
+// the score written at one firing is still valid when the next firing's score lands (allowing
+// 30 s for the ping, the query and the write).
+func TestShippedScheduleStaysValid(t *testing.T) {
+	deployment := shipped.Load(t)
+	ps := deployment.PingSource(t, "promql-cpu-idle")
+	if ps.Spec.CloudEventOverrides.Extensions["scorer"] != "promql-scorer" {
+		t.Fatalf("PingSource %s is not the promql-scorer's", ps.Name)
+	}
+	const landing = 30 * time.Second
+	base := promtest.Aligned(5 * time.Minute).Add(-15 * time.Minute)
+	firings := shipped.Firings(t, ps, base.Add(-time.Second), 12, 400*time.Millisecond)
+
+	// Idle CPU counters rising at 0.25 and 0.75 cores every minute, from an hour before the first
+	// firing to past the last.
+	end := firings[len(firings)-1].Truncate(time.Minute).Add(time.Minute)
+	n := int(end.Sub(base.Add(-time.Hour))/time.Minute) + 1
+	idle := func(cluster string, perSecond float64) promtest.Series {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = perSecond * 60 * float64(i)
+		}
+		return promtest.Grid(l("__name__", "node_cpu_seconds_total", "cluster", cluster, "cpu", "0", "mode", "idle"), end, time.Minute, v...)
+	}
+	srv := promtest.Start(t)
+	srv.MustPush(t, idle("east", 0.25), idle("west", 0.75))
+	var now time.Time
+	url := serve(t, &promql.Scorer{Prom: promtest.Client(t, srv.URL), Now: func() time.Time { return now }})
+
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(ps.Spec.Data), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ranged := maps.Clone(cfg)
+	ranged["range"], ranged["step"], ranged["aggregation"] = "30m", "5m", "avg"
+	for name, c := range map[string]map[string]any{"as shipped": cfg, "range 30m step 5m": ranged} {
+		t.Run(name, func(t *testing.T) {
+			data, _ := json.Marshal(c)
+			var prevAt, prevTime time.Time
+			var prev *contract.ScoreUpdated
+			for _, at := range firings {
+				now = at
+				status, reply := functest.Send(t, url, functest.Ping(string(data)))
+				su, fail := functest.Reply(t, reply)
+				if status != http.StatusOK || fail != nil || len(su.Items) != 2 {
+					t.Fatalf("firing at %s: status %d failure %+v scores %+v, want both clusters scored", at.Format(time.TimeOnly), status, fail, su)
+				}
+				if reply.Time().After(at) {
+					t.Errorf("firing at %s: scores dated %s, in the future", at.Format(time.TimeOnly), reply.Time().Format(time.TimeOnly))
+				}
+				if prev != nil {
+					if !reply.Time().After(prevTime) {
+						t.Errorf("firing at %s: scores dated %s, not after the previous firing's %s: the writer would not refresh them",
+							at.Format(time.TimeOnly), reply.Time().Format(time.TimeOnly), prevTime.Format(time.TimeOnly))
+					}
+					for _, ttl := range deployment.WriterTTLs {
+						if vu := shipped.WriterValidUntil(prev, prevTime, prevAt, ttl); !vu.IsZero() && !vu.After(at.Add(landing)) {
+							t.Errorf("TTL %s: the score of the firing at %s is valid until %s, before the next firing's (%s) lands",
+								ttl, prevAt.Format(time.TimeOnly), vu.Format(time.TimeOnly), at.Format(time.TimeOnly))
+						}
+					}
+				}
+				prevAt, prevTime, prev = at, reply.Time(), su
+			}
+		})
 	}
 }

@@ -51,7 +51,10 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 }
 
 // Run evaluates the configured query at now (instant), or over the range ending at now aligned
-// down to step, and reduces each series to one value. observed is the evaluation time.
+// down to step, and reduces each series to one value. observed is the evaluation time, now, for
+// both: a range's aligned end stays put for a whole step while pings repeat, and scores dated
+// there would expire up to a step early (the writer counts its TTL from this time) and could not
+// be refreshed by the pings in between.
 func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []Input, observed time.Time, err error) {
 	if !c.IsRange() {
 		v, err := q.Query(ctx, c.Query, now)
@@ -66,7 +69,7 @@ func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []I
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return FromMatrix(m, c.Aggregation), end, nil
+	return FromMatrix(m, c.Aggregation), now, nil
 }
 
 // Metrics scores the samples of MetricConfig.Metric in a metric.changed event, without a query.

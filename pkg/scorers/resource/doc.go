@@ -35,5 +35,10 @@
 // dropped and counted in a warning.
 //
 // Inputs: a PingSource event whose data is a Config (two instant queries, see Config.Queries), or
-// a metric.changed event scored with the function's --metric-config and no query.
+// a metric.changed event scored with the function's --metric-config and no query. A ping's
+// requests query covers every cluster, so a cluster without a requests series has 0 requested.
+// An event holds only what its producer sent (the metric-watcher sends only series that moved
+// beyond its deadband): a resource of a cluster whose requests it does not carry gets only the
+// scores of allocatable alone (ResourceAllocatableMemory) from it, and the next ping scores the
+// rest; a cluster left with no score is left out of the reply.
 package resource

@@ -121,6 +121,7 @@ func TestScores(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := NewCollector(tt.cfg)
+			c.AbsentRequestsAreZero = true // values as a ping's two queries return them
 			for _, v := range tt.values {
 				c.Add(v.cluster, v.resource, v.alloc, v.v)
 			}
@@ -258,6 +259,50 @@ func TestMetrics(t *testing.T) {
 	var fes contract.FieldErrors
 	if _, err := s.Metrics(context.Background(), bad); !errors.As(err, &fes) || fes.Reason() != contract.ReasonInvalidData {
 		t.Errorf("invalid cluster in metric.changed: %v, want InvalidData", err)
+	}
+}
+
+// TestMetricsWithoutRequests: a producer that sends only the series that changed (the
+// metric-watcher's deadband) may send a cluster's allocatable without its requests. Those are not
+// zero requests: scores net of requests are left out of that event for that cluster, never
+// scored as if the whole allocatable were free; scores of allocatable alone are still given.
+func TestMetricsWithoutRequests(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := &Scorer{MetricConfig: cfgWith(func(c *Config) {
+		c.Scores = []string{CPUAvailable, CPUAvailableRatio, MemAvailable, ResourceAllocatableMemory}
+	})}
+	cpu := map[string]string{"resource": "cpu"}
+	mem := map[string]string{"resource": "memory"}
+	res, err := s.Metrics(context.Background(), metricEvent(t,
+		// east: allocatable CPU and memory changed, its requests did not and were not sent.
+		contract.Sample{Metric: MetricAllocatable, Cluster: "east", Labels: cpu, Value: 64, ObservedAt: t0},
+		contract.Sample{Metric: MetricAllocatable, Cluster: "east", Labels: mem, Value: 128 * gib, ObservedAt: t0},
+		// west: CPU allocatable and requests (16 of 32 requested), memory allocatable only.
+		contract.Sample{Metric: MetricAllocatable, Cluster: "west", Labels: cpu, Value: 32, ObservedAt: t0},
+		contract.Sample{Metric: MetricRequests, Cluster: "west", Labels: cpu, Value: 16, ObservedAt: t0},
+		contract.Sample{Metric: MetricAllocatable, Cluster: "west", Labels: mem, Value: 256 * gib, ObservedAt: t0},
+		// north: requests only (allocatable unknown): nothing.
+		contract.Sample{Metric: MetricRequests, Cluster: "north", Labels: cpu, Value: 4, ObservedAt: t0},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// east: ResourceAllocatableMemory 128/256 GiB -> 0. west: cpuAvailable 16/64 cores -> -50,
+	// cpuAvailableRatio 50, ResourceAllocatableMemory 256 GiB -> 100.
+	want := contract.ScoreUpdated{Resource: DefaultResource, Items: []contract.ClusterScores{
+		{Cluster: "east", Scores: []contract.Score{{Name: ResourceAllocatableMemory, Value: 0}}},
+		{Cluster: "west", Scores: []contract.Score{{Name: CPUAvailable, Value: -50}, {Name: CPUAvailableRatio, Value: 50}, {Name: ResourceAllocatableMemory, Value: 100}}},
+	}}
+	if res == nil || !reflect.DeepEqual(res.Scores, want) {
+		t.Fatalf("Metrics() = %+v, want %+v", res, want)
+	}
+
+	// A cluster whose event holds allocatable only, for scores that all need requests: no item.
+	s.MetricConfig = cfgWith(nil)
+	res, err = s.Metrics(context.Background(), metricEvent(t,
+		contract.Sample{Metric: MetricAllocatable, Cluster: "east", Labels: cpu, Value: 64, ObservedAt: t0}))
+	if err != nil || res != nil {
+		t.Errorf("allocatable alone, default scores: %+v, %v; want nothing to score", res, err)
 	}
 }
 

@@ -75,6 +75,8 @@ type Amount struct {
 	Requested   float64
 	// Known is set once an allocatable series was seen: requests alone score nothing.
 	Known bool
+	// RequestsKnown is set once a requests series was seen.
+	RequestsKnown bool
 }
 
 // Usage is one cluster's resources, indexed by Kind.Index.
@@ -98,6 +100,7 @@ func (u *Usage) add(k Kind, isAllocatable bool, v float64) {
 		a.Known = true
 	} else {
 		a.Requested += v
+		a.RequestsKnown = true
 	}
 }
 
@@ -115,6 +118,12 @@ type Collector struct {
 	Usage map[string]*Usage
 	// Dropped counts values whose cluster label was missing or not a valid cluster name.
 	Dropped int
+	// AbsentRequestsAreZero says the requests were collected for every cluster at once (a query
+	// summing the requests of active pods: a cluster without a series has no pod requesting the
+	// resource). Unset, as for a metric.changed event, which holds only what its producer sent
+	// (a deadband sends only what changed), a resource without a requests value has no score net
+	// of requests: its requests are unknown, not zero.
+	AbsentRequestsAreZero bool
 }
 
 // NewCollector starts an empty collection for cfg (validated).
@@ -160,7 +169,8 @@ func (c *Collector) AddVector(v model.Vector, isAllocatable bool) {
 
 // Scores turns the usage into one item per cluster that has at least one score, sorted by cluster.
 // A resource without an allocatable series scores nothing (a cluster without GPUs gets no GPU
-// scores, not a 0), and a ratio needs allocatable > 0.
+// scores, not a 0), one without a requests value has no score net of requests unless
+// AbsentRequestsAreZero, and a ratio needs allocatable > 0.
 func (c *Collector) Scores() []contract.ClusterScores {
 	clusters := make([]string, 0, len(c.Usage))
 	for name := range c.Usage {
@@ -173,7 +183,7 @@ func (c *Collector) Scores() []contract.ClusterScores {
 		scores := make([]contract.Score, 0, len(c.cfg.Scores))
 		for _, s := range c.cfg.Scores {
 			d := catalogue[s]
-			if v, ok := score(c.cfg, d, &u[d.kind.Index()]); ok {
+			if v, ok := score(c.cfg, d, &u[d.kind.Index()], c.AbsentRequestsAreZero); ok {
 				scores = append(scores, contract.Score{Name: s, Value: float64(v)})
 			}
 		}
@@ -184,8 +194,8 @@ func (c *Collector) Scores() []contract.ClusterScores {
 	return out
 }
 
-func score(cfg *Config, d def, a *Amount) (int32, bool) {
-	if !a.Known {
+func score(cfg *Config, d def, a *Amount, absentRequestsAreZero bool) (int32, bool) {
+	if !a.Known || (d.measure != allocatable && !a.RequestsKnown && !absentRequestsAreZero) {
 		return 0, false
 	}
 	b := cfg.bound(d.kind)

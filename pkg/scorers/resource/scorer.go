@@ -60,6 +60,7 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	at := s.now()
 	allocQ, reqQ := cfg.Queries()
 	c := NewCollector(&cfg)
+	c.AbsentRequestsAreZero = true // the requests query covers every cluster
 	alloc, err := s.Prom.Query(ctx, allocQ, at)
 	if err != nil {
 		return nil, prom.Fail(err)
@@ -78,7 +79,9 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 // Metrics scores the samples of a metric.changed event with MetricConfig, without querying.
 // Samples of kube_node_status_allocatable and kube_pod_container_resource_requests with a
 // "resource" label count; others are ignored. A series sent several times counts once, at its
-// latest value. The producer sends requests of active pods only.
+// latest value. The producer sends requests of active pods only. A resource whose requests the
+// event does not carry for a cluster gets no score net of requests there (allocatable alone
+// would pass for all of it free); the next ping scores it from Prometheus.
 func (s *Scorer) Metrics(_ context.Context, e event.Event) (*scorer.Result, error) {
 	m, err := contract.DecodeMetricChanged(&e)
 	if err != nil {
