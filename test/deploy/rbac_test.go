@@ -66,6 +66,9 @@ func rbacHub(t *testing.T) *localhub.Hub {
 			hubErr = hub.AddCluster(context.Background(), cluster, nil)
 		}
 		if hubErr == nil {
+			hubErr = hub.AcceptCluster(context.Background(), cluster)
+		}
+		if hubErr == nil {
 			_, hubErr = hub.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(context.Background(),
 				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "existing", Namespace: cluster}}, metav1.CreateOptions{})
 		}
@@ -380,8 +383,8 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !mcs.Exists(cluster) {
-		t.Errorf("informer does not see ManagedCluster %s", cluster)
+	if fe := mcs.Admit(cluster); fe != nil {
+		t.Errorf("informer does not admit ManagedCluster %s: %v", cluster, fe)
 	}
 	var w *scorewriter.Writer
 	metrics := scorewriter.NewMetrics(prometheus.NewRegistry(), func() float64 { return float64(w.Pending()) })
