@@ -35,6 +35,7 @@ type Record struct {
 	Attempts int
 	Reason   string
 	Duration time.Duration // from acceptance to the outcome, for deliveries
+	Data     []byte        // for accepted events, their data: a live view can say why a failure event failed
 }
 
 // emit stamps and hands r to the hook, if any.
@@ -44,6 +45,9 @@ func (s *Server) emit(r Record, e *event.Event) {
 	}
 	if e != nil {
 		r.ID, r.Type, r.Source = e.ID(), e.Type(), e.Source()
+		if r.Kind == KindAccepted {
+			r.Data = e.Data()
+		}
 	}
 	r.Time = time.Now()
 	s.hook(r)

@@ -2,6 +2,7 @@ package devrun
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/scoreflow/scoreflow/harness/broker"
+	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
 // Scores is every AddOnPlacementScore on a hub: cluster -> "resource/score" -> value, and whether
@@ -109,11 +111,52 @@ func EventLine(r broker.Record) (string, bool) {
 	ts := r.Time.Format("15:04:05.000")
 	switch r.Kind {
 	case broker.KindAccepted:
-		return fmt.Sprintf("%s  %-34s from %s", ts, r.Type, r.Source), true
+		line := fmt.Sprintf("%s  %-34s from %s", ts, r.Type, r.Source)
+		if why := failureSummary(r.Type, r.Data); why != "" {
+			line += ": " + why
+		}
+		return line, true
 	case broker.KindPing:
 		return fmt.Sprintf("%s  %-34s from %s -> %d", ts, "dev.knative.sources.ping", r.Source, r.Status), true
 	case broker.KindRetry, broker.KindDeadLettered, broker.KindDropped, broker.KindRejected:
 		return fmt.Sprintf("%s  %-34s %s %s (status %d, attempt %d) %s", ts, r.Type, r.Kind, r.Trigger, r.Status, r.Attempts, r.Reason), true
 	}
 	return "", false
+}
+
+// failureSummary says why a write.failed or score.failed failed: the reason, and for a writer's
+// answer the clusters refused (the first few) with their reasons. Empty for other events.
+func failureSummary(typ string, data []byte) string {
+	const shown, msgLen = 3, 120
+	switch typ {
+	case contract.TypeScoreFailed:
+		var f contract.Failure
+		if json.Unmarshal(data, &f) != nil {
+			return ""
+		}
+		return fmt.Sprintf("%s: %s", f.Reason, contract.Truncate(f.Message, msgLen))
+	case contract.TypeWriteFailed:
+		var r contract.WriteResult
+		if json.Unmarshal(data, &r) != nil {
+			return ""
+		}
+		var parts []string
+		if r.Reason != "" {
+			parts = append(parts, fmt.Sprintf("%s: %s", r.Reason, contract.Truncate(r.Message, msgLen)))
+		}
+		failed := 0
+		for _, it := range r.Items {
+			if it.Outcome != contract.OutcomeFailed {
+				continue
+			}
+			if failed++; failed <= shown {
+				parts = append(parts, fmt.Sprintf("cluster %s %s: %s", it.Cluster, it.Reason, contract.Truncate(it.Message, msgLen)))
+			}
+		}
+		if failed > shown {
+			parts = append(parts, fmt.Sprintf("and %d more clusters", failed-shown))
+		}
+		return strings.Join(parts, "; ")
+	}
+	return ""
 }
