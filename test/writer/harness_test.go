@@ -70,6 +70,7 @@ type serverOpts struct {
 	writer   scorewriter.Options
 	ttl      time.Duration
 	remember int // bytes of answers recalled (default scorewriter.DefaultRememberBytes)
+	pending  int // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -110,7 +111,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
-	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, Source: fn.Source()})
+	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {

@@ -233,3 +233,41 @@ func TestRefusalsFitKnativeDispatcher(t *testing.T) {
 		}
 	})
 }
+
+// Updates waiting to be written are bounded by the bytes they hold, not their number: while the
+// hub is down and one event's large updates wait, the next event is answered 503 at once,
+// overloaded, instead of piling up behind it.
+func TestPendingUpdatesAreBoundedByBytes(t *testing.T) {
+	// Each event's one update holds about 14 KB: 100 scores with 100-character names.
+	s := startWriter(t, serverOpts{writer: scorewriter.Options{RetryFor: 3 * time.Second}, pending: 20 << 10})
+	big := func(resource string) event.Event {
+		var scores []contract.Score
+		for i := 0; i < 100; i++ {
+			scores = append(scores, score(fmt.Sprintf("%s%03d", strings.Repeat("s", 97), i), 1))
+		}
+		return scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: resource, Items: []contract.ClusterScores{item("c3", scores...)}})
+	}
+	if err := hub.CrashAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan int, 1)
+	go func() {
+		status, _, _ := s.postRaw(t, big("pending-a"))
+		first <- status
+	}()
+	time.Sleep(300 * time.Millisecond) // the first event's update is now waiting for the hub
+	start := time.Now()
+	status, body, reply := s.postRaw(t, big("pending-b"))
+	took := time.Since(start)
+	if err := hub.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.WaitForAPI(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-first
+	r := result(t, reply)
+	if status != http.StatusServiceUnavailable || !r.AnyRetriable() || len(r.Items) != 1 || !strings.Contains(r.Items[0].Message, "overloaded") || took > time.Second {
+		t.Errorf("second event after %s: %d %s, want 503 overloaded at once", took, status, body)
+	}
+}
