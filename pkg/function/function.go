@@ -94,7 +94,7 @@ func (f *Function) Source() string { return "scoreflow/" + f.Name }
 // FailureReply is the default answer to input that is not a usable CloudEvent: a score.failed
 // event naming the reason.
 func (f *Function) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
-	e := contract.NewFailure(f.Source(), contract.Failure{Input: in, Reason: reason, Message: message})
+	e := contract.NewFailure(f.Source(), contract.Failure{Input: in, Reason: reason, Message: message, Retriable: reason == contract.ReasonUnavailable})
 	return &e
 }
 

@@ -124,35 +124,19 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if weight < 0 {
 			weight = MaxBodyBytes
 		}
-		if err := r.inFlight.Acquire(req.Context(), weight); err != nil {
-			return // the sender has gone
-		}
-		defer r.inFlight.Release(weight)
-		req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
-		msg := cehttp.NewMessageFromHttpRequest(req)
-		defer func() { _ = msg.Finish(nil) }()
-		var err error
-		e, err = binding.ToEvent(req.Context(), msg)
+		wait, cancel := context.WithTimeout(req.Context(), admissionWait)
+		err := r.inFlight.Acquire(wait, weight)
+		cancel()
 		switch {
+		case req.Context().Err() != nil:
+			return // the sender has gone
 		case err != nil:
-			status := http.StatusBadRequest
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			e = nil
-			resp = Response{Status: status, Event: r.onFailure(contract.EventRef{}, contract.ReasonNotCloudEvent, fmt.Sprintf("not a CloudEvent: %v", err))}
+			w.Header().Set("Retry-After", "1")
+			resp = Response{Status: http.StatusServiceUnavailable, Event: r.onFailure(contract.EventRef{}, contract.ReasonUnavailable,
+				fmt.Sprintf("busy: %d bytes of requests are being handled; retry", MaxBodyBytesInFlight))}
 		default:
-			if verr := e.Validate(); verr != nil {
-				resp = Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonNotCloudEvent, fmt.Sprintf("invalid CloudEvent: %v", verr))}
-				break
-			}
-			if problem := oversized(e); problem != "" {
-				resp = Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonInvalidData, problem)}
-				break
-			}
-			typ = e.Type()
-			resp = r.handle(req.Context(), *e)
+			defer r.inFlight.Release(weight)
+			e, resp, typ = r.receive(w, req)
 		}
 	}
 	if resp.Status == 0 {
@@ -177,6 +161,39 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		r.log.Info("event refused", attrs...)
 	}
+}
+
+// Waits that keep a stalled sender from holding the in-flight budget: how long a request waits
+// for its share (then 503), and how long its body may take to arrive once admitted.
+var (
+	admissionWait   = 10 * time.Second
+	bodyReadTimeout = 30 * time.Second
+)
+
+// receive reads and decodes the event of an admitted request and hands it to the handler.
+func (r *receiver) receive(w http.ResponseWriter, req *http.Request) (*event.Event, Response, string) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
+	msg := cehttp.NewMessageFromHttpRequest(req)
+	defer func() { _ = msg.Finish(nil) }()
+	e, err := binding.ToEvent(req.Context(), msg)
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		status := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return nil, Response{Status: status, Event: r.onFailure(contract.EventRef{}, contract.ReasonNotCloudEvent, fmt.Sprintf("not a CloudEvent: %v", err))}, "invalid"
+	}
+	if verr := e.Validate(); verr != nil {
+		return e, Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonNotCloudEvent, fmt.Sprintf("invalid CloudEvent: %v", verr))}, "invalid"
+	}
+	if problem := oversized(e); problem != "" {
+		return e, Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonInvalidData, problem)}, "invalid"
+	}
+	return e, r.handle(req.Context(), *e), e.Type()
 }
 
 // oversized names an attribute longer than the contract allows, or is empty.

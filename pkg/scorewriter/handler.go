@@ -151,7 +151,7 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 
 // FailureReply answers requests that are not CloudEvents at all.
 func (h *Handler) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
-	e := contract.NewWriteResult(h.opts.Source, contract.WriteResult{Input: in, Reason: reason, Message: message})
+	e := contract.NewWriteResult(h.opts.Source, contract.WriteResult{Input: in, Reason: reason, Message: message, Retriable: reason == contract.ReasonUnavailable})
 	return &e
 }
 
