@@ -19,7 +19,7 @@ import (
 func checkKeys(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return walk(dec, t, "data")
+	return walk(dec, t, "")
 }
 
 func walk(dec *json.Decoder, t reflect.Type, path string) error {
@@ -50,7 +50,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 			}
 			key := kt.(string)
 			if seen[key] {
-				return fmt.Errorf("%s: duplicate key %s: parsers disagree on which one counts", path, echo(key))
+				return fmt.Errorf("%sduplicate key %s: parsers disagree on which one counts", at(path), echo(key))
 			}
 			seen[key] = true
 			child := elem
@@ -59,13 +59,17 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 				if !ok {
 					for name := range fields {
 						if strings.EqualFold(name, key) {
-							return fmt.Errorf("%s: key %s is not %q: keys are case-sensitive", path, echo(key), name)
+							return fmt.Errorf("%skey %s is not %q: keys are case-sensitive", at(path), echo(key), name)
 						}
 					}
 				}
 				child = ft
 			}
-			if err := walk(dec, child, path+"."+Truncate(key, 64)); err != nil {
+			childPath := Truncate(key, 64)
+			if path != "" {
+				childPath = path + "." + childPath
+			}
+			if err := walk(dec, child, childPath); err != nil {
 				return err
 			}
 		}
@@ -105,4 +109,12 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = f.Type
 	}
 	return out
+}
+
+// at prefixes a message with where in the document it applies ("" at the top).
+func at(path string) string {
+	if path == "" {
+		return ""
+	}
+	return path + ": "
 }
