@@ -58,7 +58,8 @@ build() {
   # go build -v names each package as it compiles it: print a running count, not thousands of lines.
   (cd "$dir" && go build -v -trimpath -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
     awk -v n="$name" -v t0="$start" '
-      /^#|: |cannot|error|undefined/ { print; next }
+      /^go: downloading/ { next }
+      /^#|cannot|error:|undefined:/ { print; next }
       { c++; if (c % 100 == 0) { "date +%s" | getline now; close("date +%s"); printf "tools: %s: %d packages compiled (%ds)\n", n, c, now - t0; fflush() } }'
   [ "${PIPESTATUS[0]}" -eq 0 ] && [ -e "$bin/$name.tmp" ] || { echo "tools: building $name failed" >&2; exit 1; }
   rm -rf "$bin/$name"

@@ -3,10 +3,9 @@
 package main
 
 import (
-	"time"
-
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -21,7 +20,8 @@ func main() {
 	qps := fn.Flags.Float64("kube-api-qps", 200, "client-side rate limit of hub requests per second")
 	burst := fn.Flags.Int("kube-api-burst", 400, "client-side burst of hub requests")
 	ttl := fn.Flags.Duration("ttl", scorewriter.DefaultTTL, "validUntil for events that set none, counted from when their metrics were observed (a few scoring intervals)")
-	remember := fn.Flags.Int("remember-items", 200000, "cluster items of answered events to recall (by source and id), so redeliveries are answered without writing again")
+	remember := fn.Flags.Int("remember-bytes", scorewriter.DefaultRememberBytes, "bytes of answers to recall (by source and id), so redeliveries are answered without writing again")
+	pendingBytes := fn.Flags.Int("max-pending-bytes", scorewriter.DefaultMaxPendingBytes, "bytes that accepted, unwritten updates may hold; beyond it events get 503")
 	skew := fn.Flags.Duration("max-clock-skew", 2*time.Minute, "how far ahead of this clock an event's time may be; events from further in the future are refused")
 	opts := scorewriter.DefaultOptions()
 	fn.Flags.DurationVar(&opts.Window, "coalesce-window", opts.Window, "how long the first update of an idle object waits for others to share its write (0: none)")
@@ -49,7 +49,7 @@ func main() {
 		if w, err = scorewriter.NewWriter(client, opts, metrics, fn.Log); err != nil {
 			return err
 		}
-		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberItems: *remember, Source: fn.Source()})
+		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberBytes: *remember, MaxPendingBytes: *pendingBytes, Source: fn.Source()})
 
 		done := make(chan struct{})
 		wctx, stopWriter := context.WithCancel(context.Background())

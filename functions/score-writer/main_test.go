@@ -46,6 +46,9 @@ func TestBinaryWritesToARealHub(t *testing.T) {
 	if err := hub.AddCluster(context.Background(), "cluster1", nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := hub.AcceptCluster(context.Background(), "cluster1"); err != nil {
+		t.Fatal(err)
+	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)

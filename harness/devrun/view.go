@@ -2,6 +2,7 @@ package devrun
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -105,46 +106,52 @@ func Decision(ctx context.Context, c clusterclient.Interface, namespace, placeme
 }
 
 // EventLine renders an event the broker delivered (to cloudevents-player's Trigger, which takes
-// everything) for a live log: its type and source, and for a write result what happened and why,
-// with the clusters concerned.
+// everything) for a live log: its type and source, and for a failure why it failed.
 func EventLine(e event.Event) string {
 	ts := e.Time()
 	if ts.IsZero() {
 		ts = time.Now()
 	}
 	line := fmt.Sprintf("%s  %-34s from %s", ts.Local().Format("15:04:05.000"), e.Type(), e.Source())
-	if e.Type() != contract.TypeWriteDone && e.Type() != contract.TypeWriteFailed {
-		return line
+	if why := failureSummary(e.Type(), e.Data()); why != "" {
+		line += ": " + why
 	}
-	r, err := contract.DecodeWriteResult(&e)
-	if err != nil {
-		return line
-	}
-	var parts []string
-	if r.Reason != "" {
-		parts = append(parts, fmt.Sprintf("%s: %s", r.Reason, r.Message))
-	}
-	byOutcome := map[string][]string{}
-	var keys []string
-	for _, it := range r.Items {
-		k := string(it.Outcome)
-		if it.Reason != "" {
-			k += " " + string(it.Reason)
+	return line
+}
+
+// failureSummary says why a write.failed or score.failed failed: the reason, and for a writer's
+// answer the clusters refused (the first few) with their reasons. Empty for other events.
+func failureSummary(typ string, data []byte) string {
+	const shown, msgLen = 3, 120
+	switch typ {
+	case contract.TypeScoreFailed:
+		var f contract.Failure
+		if json.Unmarshal(data, &f) != nil {
+			return ""
 		}
-		if _, ok := byOutcome[k]; !ok {
-			keys = append(keys, k)
+		return fmt.Sprintf("%s: %s", f.Reason, contract.Truncate(f.Message, msgLen))
+	case contract.TypeWriteFailed:
+		var r contract.WriteResult
+		if json.Unmarshal(data, &r) != nil {
+			return ""
 		}
-		byOutcome[k] = append(byOutcome[k], it.Cluster)
-	}
-	for _, k := range keys {
-		clusters := byOutcome[k]
-		if len(clusters) > 5 {
-			clusters = append(clusters[:5:5], fmt.Sprintf("+%d more", len(byOutcome[k])-5))
+		var parts []string
+		if r.Reason != "" {
+			parts = append(parts, fmt.Sprintf("%s: %s", r.Reason, contract.Truncate(r.Message, msgLen)))
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", k, strings.Join(clusters, ", ")))
+		failed := 0
+		for _, it := range r.Items {
+			if it.Outcome != contract.OutcomeFailed {
+				continue
+			}
+			if failed++; failed <= shown {
+				parts = append(parts, fmt.Sprintf("cluster %s %s: %s", it.Cluster, it.Reason, contract.Truncate(it.Message, msgLen)))
+			}
+		}
+		if failed > shown {
+			parts = append(parts, fmt.Sprintf("and %d more clusters", failed-shown))
+		}
+		return strings.Join(parts, "; ")
 	}
-	if r.Resource != "" {
-		line += "  " + r.Resource + ":"
-	}
-	return line + " " + strings.Join(parts, "; ")
+	return ""
 }

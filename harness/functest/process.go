@@ -178,6 +178,9 @@ func (p *Process) WaitOutput(t testing.TB, want string, within time.Duration) {
 	}
 }
 
+// PID is the function's process id: for tests that watch its memory in /proc/PID/status.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Exited is closed once the process has exited, for tests that wait for something else meanwhile.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 

@@ -227,6 +227,20 @@ func (h *Hub) KubeconfigPath() string {
 	return path
 }
 
+// AcceptCluster marks a ManagedCluster accepted as the hub's registration controller does once an
+// administrator accepts it (spec.hubAcceptsClient, which AddCluster sets, and the condition
+// HubAcceptedManagedCluster True): the score-writer writes only for accepted clusters.
+func (h *Hub) AcceptCluster(ctx context.Context, name string) error {
+	mc, err := h.Cluster.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: clusterv1.ManagedClusterConditionHubAccepted, Status: metav1.ConditionTrue,
+		Reason: "HubClusterAdminAccepted", Message: "set by scoreflow's local hub"})
+	_, err = h.Cluster.ClusterV1().ManagedClusters().UpdateStatus(ctx, mc, metav1.UpdateOptions{})
+	return err
+}
+
 // WriteKubeconfig writes an admin kubeconfig for the hub to path (kubectl --kubeconfig path ...).
 func (h *Hub) WriteKubeconfig(path string) error {
 	return WriteKubeconfig(h.Config, path)

@@ -15,7 +15,10 @@ func TestValidateClusterName(t *testing.T) {
 		"cluster1": true, "east-1": true, "a": true,
 		"": false, "Cluster1": false, "../x": false, "a.b": false, "-a": false,
 		"default": false, "kube-system": false, "kube-public": false, "open-cluster-management-hub": false,
-		strings.Repeat("a", 64): false, strings.Repeat("a", 63): true,
+		"kube-flannel": false, "scoreflow": false, "monitoring": false, "knative-eventing": false, "knative-serving": false,
+		"kubelet": true, "scoreflow1": true, "my-monitoring": true, "knative": true,
+		strings.Repeat("a", 1<<20): false,
+		strings.Repeat("a", 64):    false, strings.Repeat("a", 63): true,
 	} {
 		if err := ValidateClusterName(name); (err == nil) != ok {
 			t.Errorf("ValidateClusterName(%q) = %v, want ok=%v", name, err, ok)
@@ -142,7 +145,8 @@ func TestDecodeScoreUpdated(t *testing.T) {
 		{name: "not json", data: `hello`, reason: ReasonInvalidData},
 		{name: "trailing", data: `{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]} {}`, reason: ReasonInvalidData},
 		{name: "wrong type", edit: func(e *event.Event) { e.SetType("io.scoreflow.other") }, data: `{}`, reason: ReasonWrongType},
-		{name: "no time", edit: func(e *event.Event) { e.SetTime(time.Time{}) }, data: `{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]}`, reason: ReasonInvalidData},
+		{name: "no time: dated by ObservedTime", edit: func(e *event.Event) { e.SetTime(time.Time{}) }, data: `{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}]}`},
+		{name: "duplicate key", data: `{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1}]}],"resource":"s"}`, reason: ReasonInvalidData},
 		{name: "xml", edit: func(e *event.Event) { e.SetDataContentType("application/xml") }, data: `<a/>`, reason: ReasonInvalidData},
 		{name: "huge number", data: `{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1e400}]}]}`, reason: ReasonInvalidData},
 	}

@@ -5,6 +5,16 @@
 // per evaluation (one score resource, every cluster scored); the score-writer replies with
 // io.scoreflow.score.write.done or io.scoreflow.score.write.failed. Schedules are plain Knative
 // PingSource events (dev.knative.sources.ping) whose data is the scorer's configuration.
+//
+// A score.updated's time orders updates. It may be missing (cloudevents-player's form sends none):
+// ObservedTime then dates the event when the broker received it (knativearrivaltime), else when
+// the writer received it.
+//
+// Input is bounded before anything is looked up: attributes (MaxSourceLength, MaxIDLength,
+// MaxTypeLength), the body (MaxEventBytes), names (a cluster name is a DNS-1123 label that is no
+// hub namespace, ReservedClusterNames), and decoders refuse a JSON key repeated in one object or a
+// field spelt in another case. Names a sender chose are cut (Truncate) wherever they are echoed.
+// Every non-2xx answer stays under MaxRefusalBytes (FitRefusal), for Knative's dispatcher.
 package contract
 
 // CloudEvent types.

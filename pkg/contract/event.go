@@ -8,18 +8,21 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"reflect"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
 )
 
 // validator is a decoded event's data.
 type validator interface{ Validate() error }
 
-// DecodeJSON decodes data strictly: unknown fields and trailing bytes are errors, so a typo in a
-// field name is reported instead of silently ignored. Errors are FieldErrors with ReasonInvalidData.
+// DecodeJSON decodes data strictly: unknown fields, trailing bytes, a key repeated in one object and
+// a field name in the wrong case are errors, so a typo is reported instead of silently ignored and
+// no two parsers can read the document differently. Errors are FieldErrors with ReasonInvalidData.
 func DecodeJSON(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return FieldErrors{fieldErr(ReasonInvalidData, "data", "is empty")}
@@ -27,10 +30,13 @@ func DecodeJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return FieldErrors{fieldErr(ReasonInvalidData, "data", "is not valid JSON for this event type: %v", err)}
+		return FieldErrors{fieldErr(ReasonInvalidData, "data", "is not valid JSON for this event type: %s", Truncate(err.Error(), 200))}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return FieldErrors{fieldErr(ReasonInvalidData, "data", "has content after the JSON value")}
+	}
+	if err := checkKeys(data, reflect.TypeOf(v)); err != nil {
+		return FieldErrors{fieldErr(ReasonInvalidData, "data", "%v", err)}
 	}
 	return nil
 }
@@ -72,14 +78,11 @@ func DecodeMetricChanged(e *event.Event) (*MetricChanged, error) {
 }
 
 // DecodeScoreUpdated decodes a score.updated event and validates what applies to the whole event:
-// attributes (time is required, it orders updates), resource and item list. Item problems are left
-// to ValidateItem so that the good items of an event are still written.
+// attributes, resource and item list. Item problems are left to ValidateItem so that the good items
+// of an event are still written. A missing time is not an error: see ObservedTime.
 func DecodeScoreUpdated(e *event.Event) (*ScoreUpdated, error) {
 	if err := checkEvent(e, TypeScoreUpdated); err != nil {
 		return nil, err
-	}
-	if e.Time().IsZero() {
-		return nil, FieldErrors{fieldErr(ReasonInvalidData, "time", "is required: when the scored metrics were observed")}
 	}
 	var s ScoreUpdated
 	if err := DecodeJSON(e.Data(), &s); err != nil {
@@ -89,6 +92,26 @@ func DecodeScoreUpdated(e *event.Event) (*ScoreUpdated, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// ExtArrivalTime is the extension a Knative broker's ingress stamps on every event it accepts: when
+// it arrived (RFC 3339).
+const ExtArrivalTime = "knativearrivaltime"
+
+// ObservedTime is when a score.updated's metrics were observed, which orders updates: the event's
+// time; when it has none (cloudevents-player's form sends none), when the broker received it
+// (knativearrivaltime); else now, when the writer received it. Events without time are thus
+// ordered by arrival, and an event that names a time before that arrival is older.
+func ObservedTime(e *event.Event, now time.Time) time.Time {
+	if t := e.Time(); !t.IsZero() {
+		return t
+	}
+	if v, ok := e.Extensions()[ExtArrivalTime]; ok {
+		if t, err := types.ToTime(v); err == nil && !t.IsZero() {
+			return t
+		}
+	}
+	return now
 }
 
 // DecodeWriteResult decodes a write.done or write.failed event.

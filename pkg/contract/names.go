@@ -8,27 +8,56 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// reservedNamespaces are hub namespaces that are never a managed cluster's, whatever objects exist.
-var reservedNamespaces = map[string]bool{
-	"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true,
-}
+// reservedNamespaces and reservedPrefixes are the hub's own namespaces, never a managed cluster's,
+// whatever ManagedClusters exist: anyone holding a bootstrap token can create a ManagedCluster
+// (pending acceptance) with any name, and the writer must never put objects in these.
+var (
+	reservedNamespaces = map[string]bool{"default": true, "scoreflow": true, "monitoring": true}
+	reservedPrefixes   = []string{"kube-", "knative-", "open-cluster-management"}
+)
+
+// ReservedClusterNames describes the names ValidateClusterName refuses as hub namespaces.
+const ReservedClusterNames = "default, scoreflow, monitoring, kube-*, knative-*, open-cluster-management*"
+
+// echo quotes a name a sender chose for a message, cut to what a valid name could be: answers and
+// logs cost what a valid name costs, whatever was sent.
+func echo(s string) string { return fmt.Sprintf("%q", Truncate(s, 80)) }
 
 // ValidateClusterName checks that name can be a managed cluster's namespace on the hub: a DNS-1123
-// label that is not one of the hub's own namespaces.
+// label that is not one of the hub's own namespaces (ReservedClusterNames).
 func ValidateClusterName(name string) error {
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return fmt.Errorf("%q is not a valid cluster name: %s", name, strings.Join(errs, "; "))
+	if len(name) > validation.DNS1123LabelMaxLength {
+		return fmt.Errorf("%s is not a valid cluster name: %d characters, more than %d", echo(name), len(name), validation.DNS1123LabelMaxLength)
 	}
-	if reservedNamespaces[name] || strings.HasPrefix(name, "open-cluster-management") {
-		return fmt.Errorf("%q is a hub namespace, not a managed cluster", name)
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("%s is not a valid cluster name: %s", echo(name), strings.Join(errs, "; "))
+	}
+	if IsHubNamespace(name) {
+		return fmt.Errorf("%q is a hub namespace (%s), not a managed cluster", name, ReservedClusterNames)
 	}
 	return nil
 }
 
+// IsHubNamespace reports whether name is reserved for the hub's own namespaces.
+func IsHubNamespace(name string) bool {
+	if reservedNamespaces[name] {
+		return true
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // ValidateResourceName checks an AddOnPlacementScore name (a DNS-1123 subdomain, like any object name).
 func ValidateResourceName(name string) error {
+	if len(name) > validation.DNS1123SubdomainMaxLength {
+		return fmt.Errorf("%s is not a valid AddOnPlacementScore name: %d characters, more than %d", echo(name), len(name), validation.DNS1123SubdomainMaxLength)
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("%q is not a valid AddOnPlacementScore name: %s", name, strings.Join(errs, "; "))
+		return fmt.Errorf("%s is not a valid AddOnPlacementScore name: %s", echo(name), strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -52,7 +81,7 @@ func ValidateScoreName(name string) error {
 	case len(name) > MaxScoreNameLength:
 		return fmt.Errorf("score name is %d characters long, more than %d", len(name), MaxScoreNameLength)
 	case !scoreNamePattern.MatchString(name):
-		return fmt.Errorf("%q is not a valid score name: use letters, digits and . _ : ; @ + = -, starting and ending with a letter or digit", name)
+		return fmt.Errorf("%s is not a valid score name: use letters, digits and . _ : ; @ + = -, starting and ending with a letter or digit", echo(name))
 	}
 	return nil
 }
@@ -65,7 +94,7 @@ var (
 // ValidateMetricName checks a Prometheus metric name.
 func ValidateMetricName(name string) error {
 	if !metricNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid Prometheus metric name", name)
+		return fmt.Errorf("%s is not a valid Prometheus metric name", echo(name))
 	}
 	return nil
 }
@@ -73,7 +102,7 @@ func ValidateMetricName(name string) error {
 // ValidateLabelName checks a Prometheus label name.
 func ValidateLabelName(name string) error {
 	if !labelNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid Prometheus label name", name)
+		return fmt.Errorf("%s is not a valid Prometheus label name", echo(name))
 	}
 	return nil
 }

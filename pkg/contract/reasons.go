@@ -9,9 +9,12 @@ const (
 	ReasonNotCloudEvent  Reason = "NotCloudEvent"  // the request is not a CloudEvent
 	ReasonWrongType      Reason = "WrongType"      // a CloudEvent of a type this receiver does not take
 	ReasonInvalidData    Reason = "InvalidData"    // data is not JSON of the type's shape, or a field is invalid
-	ReasonUnknownCluster Reason = "UnknownCluster" // no ManagedCluster of that name (or not a cluster name at all)
-	ReasonOutOfRange     Reason = "OutOfRange"     // a score value outside [-100, 100], fractional or non-finite
-	ReasonInvalidScore   Reason = "InvalidScore"   // an item's score list is empty, repeats a name or has a bad name
+	ReasonUnknownCluster Reason = "UnknownCluster" // no ManagedCluster of that name, one being deleted, a hub namespace's name or not a cluster name at all
+	// ReasonClusterNotAccepted: a ManagedCluster the hub has not accepted (spec.hubAcceptsClient
+	// false, or condition HubAcceptedManagedCluster not True): it receives no scores until it is.
+	ReasonClusterNotAccepted Reason = "ClusterNotAccepted"
+	ReasonOutOfRange         Reason = "OutOfRange"   // a score value outside [-100, 100], fractional or non-finite
+	ReasonInvalidScore       Reason = "InvalidScore" // an item's score list is empty, repeats a name or has a bad name
 
 	// Outcomes that write nothing and are not failures.
 	ReasonDuplicate Reason = "Duplicate" // this event (source and id) was applied before

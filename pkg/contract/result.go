@@ -22,11 +22,17 @@ type WriteResult struct {
 	Resource string   `json:"resource,omitempty"`
 	// Duplicate is set when Input was seen before; Items then repeat the first answer.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// Reason, Message and Retriable describe a failure of the whole event (nothing was written).
+	// Reason, Message and Retriable describe a failure of the whole event (nothing was written). In
+	// a refusal too large to list its items (Counts is set), they describe the items' failures:
+	// the most common reason, the first failure's message, and whether any may pass on redelivery.
 	Reason    Reason       `json:"reason,omitempty"`
 	Message   string       `json:"message,omitempty"`
 	Retriable bool         `json:"retriable,omitempty"`
 	Items     []ItemResult `json:"items,omitempty"`
+	// Counts replaces Items in a non-2xx answer, which must stay small (MaxRefusalBytes): items by
+	// outcome ("Failed") and by outcome and reason ("Failed/UnknownCluster"). The writer logs every
+	// item; a 2xx answer lists them.
+	Counts map[string]int `json:"counts,omitempty"`
 }
 
 // ItemResult is the outcome for one cluster item.

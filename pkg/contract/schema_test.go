@@ -45,6 +45,11 @@ func TestSchemasAgreeWithValidate(t *testing.T) {
 		`{"resource":"r","items":[]}`,
 		`{"resource":"r","items":[{"cluster":"default","scores":[{"name":"a","value":1}]}]}`,
 		`{"resource":"r","items":[{"cluster":"open-cluster-management-agent","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","items":[{"cluster":"scoreflow","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","items":[{"cluster":"monitoring","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","items":[{"cluster":"knative-eventing","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","items":[{"cluster":"kube-flannel","scores":[{"name":"a","value":1}]}]}`,
+		`{"resource":"r","items":[{"cluster":"kubelet","scores":[{"name":"a","value":1}]}]}`,
 		`{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":101}]}]}`,
 		`{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"a","value":1.5}]}]}`,
 		`{"resource":"r","items":[{"cluster":"c1","scores":[{"name":"${a}","value":1}]}]}`,
@@ -95,5 +100,14 @@ func TestWriteResultMatchesSchema(t *testing.T) {
 	inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err := schemas[TypeWriteFailed].Validate(inst); err != nil {
 		t.Errorf("%s: %v", b, err)
+	}
+	// A refusal that counts its items instead of listing them.
+	for i := 0; i < 100; i++ {
+		r.Items = append(r.Items, ItemResult{Cluster: "c", Outcome: OutcomeFailed, Reason: ReasonClusterNotAccepted, Message: "not accepted by the hub"})
+	}
+	small, changed := FitRefusal(NewWriteResult("w", r))
+	inst, _ = jsonschema.UnmarshalJSON(bytes.NewReader(small.Data()))
+	if err := schemas[TypeWriteFailed].Validate(inst); !changed || err != nil {
+		t.Errorf("compact refusal (changed %v) %s: %v", changed, small.Data(), err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 const (
 	MaxItems         = 10000
 	MaxScoresPerItem = 256
+
+	maxClusterNameLength = 63 // a DNS-1123 label
 )
 
 // ScoreUpdated is the data of io.scoreflow.score.updated: the scores of one AddOnPlacementScore
@@ -70,6 +72,9 @@ func (s *ScoreUpdated) validateEnvelope() FieldErrors {
 	}
 	seen := make(map[string]int, len(s.Items))
 	for i, it := range s.Items {
+		if len(it.Cluster) > maxClusterNameLength {
+			continue // not a cluster name: ValidateItem refuses it, and no lookup pays for its length
+		}
 		if j, dup := seen[it.Cluster]; dup {
 			errs = append(errs, fieldErr(ReasonInvalidData, fmt.Sprintf("items[%d].cluster", i), "cluster %q also appears in items[%d]", it.Cluster, j))
 		}

@@ -94,7 +94,7 @@ func (f *Function) Source() string { return "scoreflow/" + f.Name }
 // FailureReply is the default answer to input that is not a usable CloudEvent: a score.failed
 // event naming the reason.
 func (f *Function) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
-	e := contract.NewFailure(f.Source(), contract.Failure{Input: in, Reason: reason, Message: message})
+	e := contract.NewFailure(f.Source(), contract.Failure{Input: in, Reason: reason, Message: message, Retriable: reason == contract.ReasonUnavailable})
 	return &e
 }
 
@@ -107,15 +107,49 @@ func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 }
 
 // Mux serves app on / beside /healthz, /readyz and /metrics: for functions whose input is not
-// CloudEvents (an Alertmanager webhook) or that receive nothing (a source).
+// CloudEvents (an Alertmanager webhook) or that receive nothing (a source). Every non-2xx body is
+// cut under contract.MaxRefusalBytes (the CloudEvents receiver makes its failure events fit; this
+// catches plain-text errors).
 func (f *Function) Mux(app http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", app)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", f.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(f.Registry, promhttp.HandlerOpts{Registry: f.Registry}))
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(&refusalLimit{ResponseWriter: w}, r)
+	})
 }
+
+// refusalLimit passes a non-2xx answer's body through only up to contract.MaxRefusalBytes.
+type refusalLimit struct {
+	http.ResponseWriter
+	refusal bool
+	left    int
+}
+
+func (l *refusalLimit) WriteHeader(code int) {
+	if code >= 300 {
+		l.refusal, l.left = true, contract.MaxRefusalBytes-1
+		l.Header().Del("Content-Length") // the body may be cut
+	}
+	l.ResponseWriter.WriteHeader(code)
+}
+
+func (l *refusalLimit) Write(p []byte) (int, error) {
+	if !l.refusal {
+		return l.ResponseWriter.Write(p)
+	}
+	n := min(len(p), l.left)
+	l.left -= n
+	if _, err := l.ResponseWriter.Write(p[:n]); err != nil {
+		return 0, err
+	}
+	return len(p), nil // the rest is dropped, not failed
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes, deadlines).
+func (l *refusalLimit) Unwrap() http.ResponseWriter { return l.ResponseWriter }
 
 func (f *Function) serveReady(w http.ResponseWriter, _ *http.Request) {
 	if f.stopping.Load() {
@@ -146,9 +180,13 @@ func (f *Function) ServeHTTP(ctx context.Context, handler http.Handler) error {
 	return f.ServeListener(ctx, ln, handler)
 }
 
+// MaxHeaderBytes bounds a request's headers (Go's default is 1 MiB): a binary-mode CloudEvent's
+// attributes travel in them, and the contract bounds those to a few hundred bytes.
+const MaxHeaderBytes = 64 << 10
+
 // ServeListener serves handler on ln with the same shutdown behaviour as Serve.
 func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	f.Log.Info("serving", "address", ln.Addr().String(), "version", Version)

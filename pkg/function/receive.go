@@ -2,6 +2,7 @@ package function
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -35,8 +37,16 @@ type Handler func(ctx context.Context, e event.Event) Response
 // FailureReply builds the event that answers a request that is not a usable CloudEvent.
 type FailureReply func(in contract.EventRef, reason contract.Reason, message string) *event.Event
 
-// MaxBodyBytes bounds a request: the largest valid event (10,000 clusters) is well under it.
-const MaxBodyBytes = 8 << 20
+// MaxBodyBytes bounds a request body: contract.MaxEventBytes, which fits the largest legitimate
+// event. A request that declares more is refused with 413 before its body is read; one that sends
+// more without declaring it is cut off there.
+const MaxBodyBytes = contract.MaxEventBytes
+
+// MaxBodyBytesInFlight bounds the request bodies handled at once, by their declared length (a body
+// of unknown length counts as MaxBodyBytes): each costs a few times its size while it is decoded
+// and answered, so a burst of large events waits here rather than exhausting the pod's memory.
+// Small events are not held up by large ones beyond this sum.
+const MaxBodyBytesInFlight = 2 * MaxBodyBytes
 
 type receiver struct {
 	handle    Handler
@@ -44,6 +54,8 @@ type receiver struct {
 	log       *slog.Logger
 	events    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+
+	inFlight *semaphore.Weighted // body bytes being handled
 
 	mu     sync.Mutex
 	labels map[string]bool // event types with a metric label of their own
@@ -72,6 +84,7 @@ func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg promet
 		onFailure: onFailure,
 		log:       log,
 		labels:    map[string]bool{},
+		inFlight:  semaphore.NewWeighted(MaxBodyBytesInFlight),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_events_received_total",
 			Help: "CloudEvents received, by type and HTTP status answered.",
@@ -88,7 +101,9 @@ func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg promet
 
 // ServeHTTP decodes a CloudEvent (binary or structured mode) with sdk-go and answers with the
 // handler's status and event. Requests that are not CloudEvents get 400 and the failure reply, not
-// the sdk's bare 415/500, so a sender always learns why.
+// the sdk's bare 415/500, so a sender always learns why. Bodies over MaxBodyBytes get 413 (before
+// they are read when their length is declared), and attributes over the contract's bounds get 400
+// before the handler sees them.
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	if req.Method != http.MethodPost {
@@ -96,28 +111,33 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "CloudEvents are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
-	msg := cehttp.NewMessageFromHttpRequest(req)
-	defer func() { _ = msg.Finish(nil) }()
-
-	e, err := binding.ToEvent(req.Context(), msg)
 	var resp Response
+	var e *event.Event
 	typ := "invalid"
-	switch {
-	case err != nil:
-		status, reason := http.StatusBadRequest, contract.ReasonNotCloudEvent
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			status = http.StatusRequestEntityTooLarge
+	if req.ContentLength > MaxBodyBytes {
+		resp = Response{Status: http.StatusRequestEntityTooLarge, Event: r.onFailure(contract.EventRef{}, contract.ReasonNotCloudEvent,
+			fmt.Sprintf("body of %d bytes is over the limit of %d", req.ContentLength, MaxBodyBytes))}
+		// The body is not read: the connection closes after the answer.
+		w.Header().Set("Connection", "close")
+	} else {
+		weight := req.ContentLength
+		if weight < 0 {
+			weight = MaxBodyBytes
 		}
-		resp = Response{Status: status, Event: r.onFailure(contract.EventRef{}, reason, fmt.Sprintf("not a CloudEvent: %v", err))}
-	default:
-		if verr := e.Validate(); verr != nil {
-			resp = Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonNotCloudEvent, fmt.Sprintf("invalid CloudEvent: %v", verr))}
-			break
+		wait, cancel := context.WithTimeout(req.Context(), admissionWait)
+		err := r.inFlight.Acquire(wait, weight)
+		cancel()
+		switch {
+		case req.Context().Err() != nil:
+			return // the sender has gone
+		case err != nil:
+			w.Header().Set("Retry-After", "1")
+			resp = Response{Status: http.StatusServiceUnavailable, Event: r.onFailure(contract.EventRef{}, contract.ReasonUnavailable,
+				fmt.Sprintf("busy: %d bytes of requests are being handled; retry", MaxBodyBytesInFlight))}
+		default:
+			defer r.inFlight.Release(weight)
+			e, resp, typ = r.receive(w, req)
 		}
-		typ = e.Type()
-		resp = r.handle(req.Context(), *e)
 	}
 	if resp.Status == 0 {
 		resp.Status = http.StatusAccepted
@@ -130,15 +150,77 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.events.WithLabelValues(label, strconv.Itoa(resp.Status)).Inc()
 	r.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	if resp.Status >= 400 {
-		attrs := []any{"status", resp.Status, "type", typ}
+		attrs := []any{"status", resp.Status, "type", contract.Truncate(typ, contract.MaxTypeLength)}
 		if e != nil {
-			attrs = append(attrs, "source", e.Source(), "id", e.ID())
+			ref := Ref(e)
+			attrs = append(attrs, "source", ref.Source, "id", ref.ID)
 		}
 		if resp.Event != nil {
-			attrs = append(attrs, "reply", resp.Event.Type())
+			reason, message := why(resp.Event)
+			attrs = append(attrs, "reply", resp.Event.Type(), "reason", reason, "message", message)
 		}
 		r.log.Info("event refused", attrs...)
 	}
+}
+
+// Waits that keep a stalled sender from holding the in-flight budget: how long a request waits
+// for its share (then 503), and how long its body may take to arrive once admitted.
+var (
+	admissionWait   = 10 * time.Second
+	bodyReadTimeout = 30 * time.Second
+)
+
+// receive reads and decodes the event of an admitted request and hands it to the handler.
+func (r *receiver) receive(w http.ResponseWriter, req *http.Request) (*event.Event, Response, string) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
+	msg := cehttp.NewMessageFromHttpRequest(req)
+	defer func() { _ = msg.Finish(nil) }()
+	e, err := binding.ToEvent(req.Context(), msg)
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		status := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return nil, Response{Status: status, Event: r.onFailure(contract.EventRef{}, contract.ReasonNotCloudEvent, fmt.Sprintf("not a CloudEvent: %v", err))}, "invalid"
+	}
+	if verr := e.Validate(); verr != nil {
+		return e, Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonNotCloudEvent, fmt.Sprintf("invalid CloudEvent: %v", verr))}, "invalid"
+	}
+	if problem := oversized(e); problem != "" {
+		return e, Response{Status: http.StatusBadRequest, Event: r.onFailure(Ref(e), contract.ReasonInvalidData, problem)}, "invalid"
+	}
+	return e, r.handle(req.Context(), *e), e.Type()
+}
+
+// oversized names an attribute longer than the contract allows, or is empty.
+func oversized(e *event.Event) string {
+	for _, a := range []struct {
+		name  string
+		value string
+		max   int
+	}{{"source", e.Source(), contract.MaxSourceLength}, {"id", e.ID(), contract.MaxIDLength}, {"type", e.Type(), contract.MaxTypeLength}} {
+		if len(a.value) > a.max {
+			return fmt.Sprintf("%s is %d bytes long, more than %d", a.name, len(a.value), a.max)
+		}
+	}
+	return ""
+}
+
+// maxLoggedMessage bounds the message a refusal's log line quotes.
+const maxLoggedMessage = 4096
+
+// why reads the reason and message of a failure reply (a write result or score.failed), for logs.
+func why(e *event.Event) (reason, message string) {
+	var d struct {
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(e.Data(), &d)
+	return d.Reason, contract.Truncate(d.Message, maxLoggedMessage)
 }
 
 func (r *receiver) write(ctx context.Context, w http.ResponseWriter, resp Response) {
@@ -146,16 +228,24 @@ func (r *receiver) write(ctx context.Context, w http.ResponseWriter, resp Respon
 		w.WriteHeader(resp.Status)
 		return
 	}
+	reply := *resp.Event
+	if resp.Status < 200 || resp.Status > 299 {
+		// A refusal's body must stay small for Knative's dispatcher: the full detail is in the
+		// handler's logs and in 2xx answers.
+		reply, _ = contract.FitRefusal(reply)
+	}
 	// Binary mode, as Knative's own components reply.
-	if err := cehttp.WriteResponseWriter(ctx, binding.ToMessage(resp.Event), resp.Status, w); err != nil {
+	if err := cehttp.WriteResponseWriter(ctx, binding.ToMessage(&reply), resp.Status, w); err != nil {
 		r.log.Error("writing reply", "err", err)
 	}
 }
 
-// Ref names an event for correlation.
+// Ref names an event for correlation, its attributes cut to the contract's bounds (an event whose
+// attributes are longer is refused, and its refusal must stay small).
 func Ref(e *event.Event) contract.EventRef {
 	if e == nil {
 		return contract.EventRef{}
 	}
-	return contract.EventRef{Source: e.Source(), ID: e.ID(), Type: e.Type()}
+	return contract.EventRef{Source: contract.Truncate(e.Source(), contract.MaxSourceLength), ID: contract.Truncate(e.ID(), contract.MaxIDLength),
+		Type: contract.Truncate(e.Type(), contract.MaxTypeLength)}
 }

@@ -3,15 +3,21 @@ package scorewriter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
 	clusterlisters "open-cluster-management.io/api/client/cluster/listers/cluster/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// ManagedClusters answers whether a ManagedCluster exists, from an informer's cache: one watch,
-// no request per event.
+// ManagedClusters answers whether scores may be written for a managed cluster, from an informer's
+// cache: one watch, no request per event.
 type ManagedClusters struct {
 	lister clusterlisters.ManagedClusterLister
 	synced func() bool
@@ -26,10 +32,26 @@ func WatchManagedClusters(ctx context.Context, client clusterclient.Interface) *
 	return mc
 }
 
-// Exists reports whether a ManagedCluster named name exists and is not being deleted.
-func (m *ManagedClusters) Exists(name string) bool {
+// Admit returns nil when scores may be written for the cluster named name: a ManagedCluster the
+// hub has accepted (spec.hubAcceptsClient and condition HubAcceptedManagedCluster True) and is not
+// deleting. A ManagedCluster can be created, pending acceptance, by anyone holding a bootstrap
+// token; until an administrator accepts it, it gets nothing. The name itself (a DNS-1123 label, not
+// a hub namespace) is checked before, by contract.ValidateClusterName.
+func (m *ManagedClusters) Admit(name string) *contract.FieldError {
 	c, err := m.lister.Get(name)
-	return err == nil && c.DeletionTimestamp == nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("no ManagedCluster named %q", name)}
+	case err != nil:
+		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("ManagedCluster %q: %v", name, err)}
+	case c.DeletionTimestamp != nil:
+		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("ManagedCluster %q is being deleted", name)}
+	case !c.Spec.HubAcceptsClient:
+		return &contract.FieldError{Reason: contract.ReasonClusterNotAccepted, Message: fmt.Sprintf("ManagedCluster %q is not accepted: spec.hubAcceptsClient is false", name)}
+	case !meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ManagedClusterConditionHubAccepted):
+		return &contract.FieldError{Reason: contract.ReasonClusterNotAccepted, Message: fmt.Sprintf("ManagedCluster %q is not accepted yet: condition %s is not True", name, clusterv1.ManagedClusterConditionHubAccepted)}
+	}
+	return nil
 }
 
 // Ready is nil once the informer has synced: before that, every cluster would look unknown.

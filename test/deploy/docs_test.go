@@ -168,3 +168,25 @@ func TestQuickstartExamples(t *testing.T) {
 		}
 	})
 }
+
+// The README names the same hub namespaces the code reserves: a cluster named like one never
+// receives scores.
+func TestReadmeNamesTheReservedClusterNames(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Split(contract.ReservedClusterNames, ", ") {
+		token := "`" + strings.TrimSuffix(name, "*") + "`"
+		if !strings.Contains(string(b), token) {
+			t.Errorf("README does not name the reserved %s (as %s)", name, token)
+		}
+		probe := strings.TrimSuffix(name, "*")
+		if strings.HasSuffix(name, "*") {
+			probe += "x"
+		}
+		if contract.ValidateClusterName(probe) == nil {
+			t.Errorf("%s is in ReservedClusterNames but %q is a valid cluster name", name, probe)
+		}
+	}
+}

@@ -64,6 +64,9 @@ func benchClusters(b *testing.B, n int) []string {
 			if err := hub.AddCluster(context.Background(), name, nil); err != nil {
 				b.Error(err)
 			}
+			if err := hub.AcceptCluster(context.Background(), name); err != nil {
+				b.Error(err)
+			}
 		}(names[i])
 	}
 	wg.Wait()

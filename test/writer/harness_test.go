@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "add cluster:", err)
 			os.Exit(1)
 		}
+		if err := hub.AcceptCluster(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "accept cluster:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = hub.Stop()
@@ -65,7 +69,8 @@ type server struct {
 type serverOpts struct {
 	writer   scorewriter.Options
 	ttl      time.Duration
-	remember int // cluster items of answered events recalled (default 100,000)
+	remember int // bytes of answers recalled (default scorewriter.DefaultRememberBytes)
+	pending  int // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -106,10 +111,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
-	if o.remember == 0 {
-		o.remember = 100000
-	}
-	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberItems: o.remember, Source: fn.Source()})
+	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {

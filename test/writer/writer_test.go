@@ -370,7 +370,10 @@ func TestNeverExpiringScores(t *testing.T) {
 func TestClusterWithoutNamespaceFailsFastAsRetriable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	if _, err := hub.Cluster.ClusterV1().ManagedClusters().Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "registering"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := hub.Cluster.ClusterV1().ManagedClusters().Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "registering"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.AcceptCluster(ctx, "registering"); err != nil {
 		t.Fatal(err)
 	}
 	s := startWriter(t, serverOpts{})
@@ -388,11 +391,12 @@ func TestClusterWithoutNamespaceFailsFastAsRetriable(t *testing.T) {
 	}
 }
 
-// The memory of answered events is bounded by cluster items: older answers are forgotten (the
-// ledger on the object still recognises their redeliveries), recent ones are recalled.
-func TestRedeliveryMemoryIsBoundedByItems(t *testing.T) {
+// The memory of answered events is bounded by the bytes the answers hold: older answers are
+// forgotten (the ledger on the object still recognises their redeliveries), recent ones are
+// recalled. Each answer here holds about 900 bytes.
+func TestRedeliveryMemoryIsBoundedByBytes(t *testing.T) {
 	t.Parallel()
-	s := startWriter(t, serverOpts{remember: 4})
+	s := startWriter(t, serverOpts{remember: 2000})
 	var events []cloudevents.Event
 	for i := 0; i < 3; i++ {
 		e := scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: fmt.Sprintf("memory-%d", i), Items: []contract.ClusterScores{item("c1", score("a", 1)), item("c2", score("a", 1))}})
@@ -407,6 +411,6 @@ func TestRedeliveryMemoryIsBoundedByItems(t *testing.T) {
 	}
 	_, reply = s.send(t, events[0])
 	if r := result(t, reply); r.Duplicate || r.Items[0].Reason != contract.ReasonDuplicate {
-		t.Errorf("the oldest event's redelivery (forgotten: 6 items > 4): %+v, want recognised by the ledger", r)
+		t.Errorf("the oldest event's redelivery (forgotten: three answers hold more than 2,000 bytes): %+v, want recognised by the ledger", r)
 	}
 }

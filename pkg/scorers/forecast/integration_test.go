@@ -122,7 +122,7 @@ func TestAgainstPrometheus(t *testing.T) {
 		reason contract.Reason
 		quote  string
 	}{
-		{"bad usage query", `{` + usage + `,"capacity":1,"query":"rate(cpu_usage"}`, contract.ReasonBadQuery, "parse error"},
+		{"bad usage query", `{` + strings.Replace(usage, `"query":"cpu_usage"`, `"query":"rate(cpu_usage"`, 1) + `,"capacity":1}`, contract.ReasonBadQuery, "parse error"},
 		{"bad capacity query", `{` + usage + `,"capacityQuery":"sum by (cluster) (allocatable"}`, contract.ReasonBadQuery, "parse error"},
 		// east has a cpu and a memory allocatable series: which is its capacity?
 		{"two capacities", `{` + usage + `,"capacityQuery":"allocatable"}`, contract.ReasonBadQuery, `two series for cluster "east"`},
