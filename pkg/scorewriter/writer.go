@@ -195,6 +195,9 @@ func (w *Writer) Run(ctx context.Context) {
 	w.mu.Unlock()
 	w.queue.ShutDownWithDrain()
 	wg.Wait()
+	// ShutDownWithDrain stops only the queue inside: the delaying queue's own goroutine (which
+	// holds the AddAfter timers) stops with ShutDown.
+	w.queue.ShutDown()
 	w.mu.Lock()
 	left := w.pending
 	w.pending = map[Key][]*Update{}
