@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,18 +120,11 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	dupOnly := make([]bool, len(updates))
 	superseded := make([]bool, len(updates))
 	rejected := make([]string, len(updates))
-	size := len(next.encode())
+	size := newLedgerSize(next)
 	for _, i := range order {
 		u := updates[i]
-		// A score new to the ledger grows its condition message; an update that would overflow
-		// it is refused alone, so it cannot fail the others coalesced into this write.
-		grow := ledgerGrowth(next, u)
-		if size+grow > maxLedgerBytes {
-			rejected[i] = fmt.Sprintf("%d score names would make this object's ledger over the %d bytes a condition holds: spread them over more AddOnPlacementScore resources", len(next)+len(u.Scores), maxLedgerBytes)
-			continue
-		}
-		size += grow
 		dupOnly[i] = true
+		var apply []contract.Score
 		for _, s := range u.Scores {
 			v := int32(s.Value)
 			prev, known := next[s.Name]
@@ -146,12 +140,33 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 					continue // duplicate of what is on the object
 				}
 			}
+			apply = append(apply, s)
+		}
+		// The ledger's encoded size after this update, counting rewrites (a nanosecond time is
+		// longer than a whole second) as well as new names. An update that would overflow the
+		// condition is refused alone, so that it cannot fail the others coalesced into this write.
+		grown := size
+		e := entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
+		for _, s := range apply {
+			if prev, ok := next[s.Name]; ok {
+				grown = grown.replace(s.Name, prev, e)
+			} else {
+				grown = grown.add(s.Name, e)
+			}
+		}
+		if grown.bytes() > maxLedgerBytes {
+			dupOnly[i] = false
+			rejected[i] = fmt.Sprintf("these scores would make this object's observation ledger %d bytes, over the %d a condition holds: spread them over more AddOnPlacementScore resources", grown.bytes(), maxLedgerBytes)
+			continue
+		}
+		size = grown
+		for _, s := range apply {
 			dupOnly[i] = false // applied, though a newer update in this batch may supersede it
 			if j, ok := owner[s.Name]; ok {
 				superseded[j] = true
 			}
-			next[s.Name] = entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
-			values[s.Name] = v
+			next[s.Name] = e
+			values[s.Name] = int32(s.Value)
 			owner[s.Name] = i
 		}
 	}
@@ -241,23 +256,48 @@ func (e entry) expired(now time.Time) bool {
 	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
 }
 
-// ledgerGrowth is how many bytes u's score names new to l would add to its encoding.
-func ledgerGrowth(l ledger, u *Update) int {
-	grow := 0
-	for _, s := range u.Scores {
-		if _, ok := l[s.Name]; !ok {
-			k, _ := json.Marshal(s.Name)
-			v, _ := json.Marshal(entry{Observed: u.Observed, ValidUntil: u.ValidUntil})
-			grow += len(k) + 1 + len(v) + 1 // "name":[...],
-		}
+// ledgerSize tracks the exact length of a ledger's JSON encoding as entries are added or
+// rewritten: "{" + entries joined by "," + "}", each entry `"name":["observed","validUntil"]`.
+type ledgerSize struct {
+	entries int // sum of the entries' encoded lengths
+	n       int
+}
+
+func newLedgerSize(l ledger) ledgerSize {
+	var s ledgerSize
+	for name, e := range l {
+		s = s.add(name, e)
 	}
-	return grow
+	return s
+}
+
+func (s ledgerSize) add(name string, e entry) ledgerSize {
+	return ledgerSize{entries: s.entries + entryBytes(name, e), n: s.n + 1}
+}
+
+func (s ledgerSize) replace(name string, old, e entry) ledgerSize {
+	return ledgerSize{entries: s.entries - entryBytes(name, old) + entryBytes(name, e), n: s.n}
+}
+
+func (s ledgerSize) bytes() int { return 2 + s.entries + max(s.n-1, 0) }
+
+func entryBytes(name string, e entry) int {
+	k, _ := json.Marshal(name)
+	v, _ := e.MarshalJSON()
+	return len(k) + 1 + len(v)
 }
 
 func hasValue(values map[string]int32, name string, v int32) bool {
 	cur, ok := values[name]
 	return ok && cur == v
 }
+
+// Bounds of the ScoresUpdated message: sources are chosen by senders, so the message lists a few,
+// each cut short, and counts the rest; it stays far below the condition's 32 KiB whatever they send.
+const (
+	maxListed     = 5
+	maxSourceText = 100
+)
 
 // conditionMessage says which producers' scores the last write applied, newest observation first.
 func conditionMessage(updates []*Update, ds []decision) string {
@@ -277,5 +317,30 @@ func conditionMessage(updates []*Update, ds []decision) string {
 		names = append(names, s)
 	}
 	sort.Strings(names)
-	return fmt.Sprintf("scores from %s observed up to %s", strings.Join(names, ", "), newest.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("scores from %s observed up to %s", listed(names, "sources"), newest.UTC().Format(time.RFC3339))
+}
+
+// listed joins the first maxListed names, each cut to maxSourceText bytes, and counts the others.
+func listed(names []string, what string) string {
+	shown := make([]string, 0, maxListed)
+	for _, n := range names[:min(len(names), maxListed)] {
+		shown = append(shown, truncate(n, maxSourceText))
+	}
+	out := strings.Join(shown, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		out += fmt.Sprintf(" and %d more %s", more, what)
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + "..."
 }

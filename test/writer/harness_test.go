@@ -63,7 +63,7 @@ type server struct {
 }
 
 type serverOpts struct {
-	writer   scorewriter.Options
+	writer   scorewriter.Options // non-zero fields replace the defaults
 	ttl      time.Duration
 	remember int // cluster items of answered events recalled (default 100,000)
 }
@@ -99,6 +99,9 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	opts := scorewriter.DefaultOptions()
 	if o.writer.RetryFor != 0 {
 		opts.RetryFor = o.writer.RetryFor
+	}
+	if o.writer.Window != 0 {
+		opts.Window = o.writer.Window
 	}
 	w, err := scorewriter.NewWriter(client, opts, metrics, fn.Log)
 	if err != nil {
