@@ -90,7 +90,8 @@ type plan struct {
 
 // makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
 // the newest observation wins; an update older than what is applied is Stale; one equal in time
-// and value is a Duplicate. Scores other producers wrote (absent from the ledger) are kept. A score
+// and value is a Duplicate; one whose own validUntil has passed is Stale (it would be dropped in
+// the same write). Scores other producers wrote (absent from the ledger) are kept. A score
 // whose own validUntil has passed is dropped, so that an expired score never rides along with
 // fresh ones; the object's validUntil is the earliest of its remaining scores' (nil when none of
 // them expires).
@@ -119,10 +120,15 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	owner := map[string]int{} // score name -> index of the update whose value stands
 	dupOnly := make([]bool, len(updates))
 	superseded := make([]bool, len(updates))
+	lapsed := make([]bool, len(updates))
 	rejected := make([]string, len(updates))
 	size := newLedgerSize(next)
 	for _, i := range order {
 		u := updates[i]
+		if !u.ValidUntil.IsZero() && !u.ValidUntil.After(now) {
+			lapsed[i] = true // it expired while waiting (retries): writing it would drop it at once
+			continue
+		}
 		dupOnly[i] = true
 		var apply []contract.Score
 		for _, s := range u.Scores {
@@ -179,6 +185,8 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	for i, u := range updates {
 		switch {
 		case p.decisions[i].written:
+		case lapsed[i]:
+			p.decisions[i] = decision{reason: contract.ReasonStale, message: "validUntil " + u.ValidUntil.UTC().Format(time.RFC3339Nano) + " passed before the hub could be written"}
 		case rejected[i] != "":
 			p.decisions[i] = decision{rejected: true, reason: contract.ReasonRejected, message: rejected[i]}
 		case dupOnly[i]:

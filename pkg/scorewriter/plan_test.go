@@ -201,6 +201,16 @@ func TestMakePlanCountsLedgerRewrites(t *testing.T) {
 	}
 }
 
+// An update whose validUntil has passed by the time it is planned (it waited through retries) is
+// Stale: it is not written only to be dropped as expired in the same write.
+func TestMakePlanUpdateExpiredBeforeItsWrite(t *testing.T) {
+	lapsed := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 1)}, t0, t0.Add(time.Second), "a")
+	p := makePlan(nil, []*Update{lapsed}, t0.Add(2*time.Second))
+	if d := p.decisions[0]; d.written || d.reason != contract.ReasonStale || p.changed {
+		t.Errorf("lapsed update: %+v changed=%v, want Stale and nothing to write", d, p.changed)
+	}
+}
+
 // The ScoresUpdated message names sources chosen by senders: it lists a few, each cut short, and
 // counts the rest, so that no source can push it over the condition's limit.
 func TestConditionMessageIsBounded(t *testing.T) {

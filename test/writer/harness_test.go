@@ -65,7 +65,8 @@ type server struct {
 type serverOpts struct {
 	writer   scorewriter.Options // non-zero fields replace the defaults
 	ttl      time.Duration
-	remember int // cluster items of answered events recalled (default 100,000)
+	remember int          // cluster items of answered events recalled (default 100,000)
+	hub      *rest.Config // where the writer writes (default: the hub itself); the informer always reads the hub
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -85,6 +86,14 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fastClient(t)
+	writeClient := client
+	if o.hub != nil {
+		c, err := clusterclient.NewForConfig(o.hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeClient = c
+	}
 	fn := function.New("score-writer", "test")
 	mcs := scorewriter.WatchManagedClusters(ctx, client)
 	deadline := time.Now().Add(30 * time.Second)
@@ -103,7 +112,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	if o.writer.Window != 0 {
 		opts.Window = o.writer.Window
 	}
-	w, err := scorewriter.NewWriter(client, opts, metrics, fn.Log)
+	w, err := scorewriter.NewWriter(writeClient, opts, metrics, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
