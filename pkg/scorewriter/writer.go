@@ -117,7 +117,8 @@ type Writer struct {
 	backoff  map[Key]time.Duration // next wait of an object whose writes fail transiently
 
 	// objects caches the last version written or read per object, so a write normally needs no
-	// read. A stale copy costs one conflict and a re-read.
+	// read. A stale copy costs one conflict and a re-read; answers that write nothing are never
+	// given from it unconfirmed.
 	objects sync.Map // Key -> *clusterv1alpha1.AddOnPlacementScore
 }
 
@@ -231,28 +232,12 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			u.deadline = now.Add(w.opts.RetryFor)
 		}
 	}
-	conflicts := 0
 	cur := w.cached(key)
-	for {
-		res, err := w.attempt(ctx, key, cur, us)
-		if err == nil {
-			w.mu.Lock()
-			delete(w.backoff, key)
-			w.mu.Unlock()
-			w.resolve(us, res)
-			return
-		}
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			conflicts++
-			if conflicts > w.opts.MaxConflicts {
-				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
-				return
-			}
-			// Re-read: the object changed under us. Unreadable counts as missing: a create
-			// then either works or conflicts and reads again.
-			cur, _ = w.read(ctx, key)
-			continue
-		}
+	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
+	// holds, not a copy from an earlier write that someone may have deleted since.
+	confirmed := false
+	conflicts := 0
+	fail := func(err error) {
 		f := classify(err)
 		if !f.wait || ctx.Err() != nil {
 			w.log.Warn("write failed", "object", key.String(), "reason", f.reason, "err", err)
@@ -260,7 +245,48 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			return
 		}
 		w.retryLater(key, us, f.reason, err)
-		return
+	}
+	for {
+		p := makePlan(cur, us, w.now())
+		if !p.changed {
+			if cur != nil && !confirmed {
+				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
+				var err error
+				if cur, err = w.load(ctx, key); err != nil {
+					fail(err)
+					return
+				}
+				confirmed = true
+				continue
+			}
+			w.forgetBackoff(key)
+			w.resolve(us, attemptResult{plan: p, rv: resourceVersion(cur)})
+			return
+		}
+		res, err := w.attempt(ctx, key, cur, p)
+		if err == nil {
+			w.forgetBackoff(key)
+			w.resolve(us, res)
+			return
+		}
+		switch {
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (apierrors.IsNotFound(err) && cur != nil):
+			// The object changed under us, or is gone (deleted, or its namespace re-created):
+			// re-read and plan again; a missing object is created anew.
+			conflicts++
+			if conflicts > w.opts.MaxConflicts {
+				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
+				return
+			}
+			if cur, err = w.load(ctx, key); err != nil {
+				fail(err)
+				return
+			}
+			confirmed = true
+		default:
+			fail(err)
+			return
+		}
 	}
 }
 
@@ -295,22 +321,20 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 	w.queue.AddAfter(key, wait)
 }
 
+func (w *Writer) forgetBackoff(key Key) {
+	w.mu.Lock()
+	delete(w.backoff, key)
+	w.mu.Unlock()
+}
+
 type attemptResult struct {
 	plan plan
 	rv   string
 }
 
-// attempt plans against cur (nil: not known to exist) and writes. Any error means nothing of this
-// plan is known to have landed, and the caller re-reads and plans again.
-func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, us []*Update) (attemptResult, error) {
-	p := makePlan(cur, us, w.now())
-	if !p.changed {
-		rv := ""
-		if cur != nil {
-			rv = cur.ResourceVersion
-		}
-		return attemptResult{plan: p, rv: rv}, nil
-	}
+// attempt writes p over cur (nil: not on the hub, so created first). Any error means nothing of
+// this plan is known to have landed, and the caller re-reads and plans again.
+func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, p plan) (attemptResult, error) {
 	api := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster)
 	base := cur
 	if base == nil {
@@ -337,6 +361,13 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
+func resourceVersion(obj *clusterv1alpha1.AddOnPlacementScore) string {
+	if obj == nil {
+		return ""
+	}
+	return obj.ResourceVersion
+}
+
 func (w *Writer) cached(key Key) *clusterv1alpha1.AddOnPlacementScore {
 	if v, ok := w.objects.Load(key); ok {
 		return v.(*clusterv1alpha1.AddOnPlacementScore)
@@ -344,11 +375,15 @@ func (w *Writer) cached(key Key) *clusterv1alpha1.AddOnPlacementScore {
 	return nil
 }
 
-// read gets the object and caches it; on any error it forgets it and returns nil.
-func (w *Writer) read(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, error) {
+// load reads the object from the hub: nil without error when it does not exist.
+func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, error) {
 	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(ctx, key.Resource, metav1.GetOptions{})
 	w.count("get", err)
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		w.objects.Delete(key)
+		return nil, nil
+	case err != nil:
 		w.objects.Delete(key)
 		return nil, err
 	}
