@@ -115,6 +115,9 @@ type Writer struct {
 	npending int
 	closed   bool
 	backoff  map[Key]time.Duration // next wait of an object whose writes fail transiently
+	// held are objects in backoff, with when their next try is due: arrivals join the pending
+	// updates and wait for it rather than shortening it to the coalescing window.
+	held map[Key]time.Time
 
 	// objects caches the last version written or read per object, so a write normally needs no
 	// read. A stale copy costs one conflict and a re-read; answers that write nothing are never
@@ -136,6 +139,7 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		queue:   workqueue.NewTypedDelayingQueue[Key](),
 		pending: map[Key][]*Update{},
 		backoff: map[Key]time.Duration{},
+		held:    map[Key]time.Time{},
 	}, nil
 }
 
@@ -159,15 +163,19 @@ func (w *Writer) Submit(us ...*Update) error {
 		return ErrOverloaded
 	}
 	now := time.Now()
+	var wake []Key
 	for _, u := range us {
 		u.arrived = now
 		w.pending[u.Key] = append(w.pending[u.Key], u)
+		if _, held := w.held[u.Key]; !held {
+			wake = append(wake, u.Key)
+		}
 	}
 	w.npending += len(us)
 	w.mu.Unlock()
-	for _, u := range us {
+	for _, k := range wake {
 		// AddAfter keeps the earliest due time of a key already waiting: the window never stretches.
-		w.queue.AddAfter(u.Key, w.opts.Window)
+		w.queue.AddAfter(k, w.opts.Window)
 	}
 	return nil
 }
@@ -216,11 +224,31 @@ func (w *Writer) take(key Key) []*Update {
 	return us
 }
 
+// waitBackoff reports whether key is held by a backoff that has not run out; if so it queues the
+// key again for when it does (the queue keeps only a key's earliest due time, so an earlier wake-up
+// may have replaced that one).
+func (w *Writer) waitBackoff(key Key) bool {
+	w.mu.Lock()
+	due, ok := w.held[key]
+	if ok && !time.Now().Before(due) {
+		delete(w.held, key)
+		ok = false
+	}
+	w.mu.Unlock()
+	if ok {
+		w.queue.AddAfter(key, time.Until(due))
+	}
+	return ok
+}
+
 // flush writes every pending update of one object in one status update (plus a create the first
 // time), re-reading and re-planning on conflict. A transient failure does not hold the worker: the
 // updates go back to pending and the object is queued again after a backoff, until each update's
 // deadline (RetryFor after its first attempt) has passed.
 func (w *Writer) flush(ctx context.Context, key Key) {
+	if w.waitBackoff(key) {
+		return
+	}
 	us := w.take(key)
 	if len(us) == 0 {
 		return
@@ -232,6 +260,10 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			u.deadline = now.Add(w.opts.RetryFor)
 		}
 	}
+	w.mu.Lock()
+	retrying := w.backoff[key] > 0
+	w.mu.Unlock()
+
 	cur := w.cached(key)
 	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
 	// holds, not a copy from an earlier write that someone may have deleted since.
@@ -247,6 +279,16 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		w.retryLater(key, us, f.reason, err)
 	}
 	for {
+		// After a failure the object's state is unknown: read it rather than try a create that
+		// would only conflict.
+		if !confirmed && cur == nil && retrying {
+			var err error
+			if cur, err = w.load(ctx, key); err != nil {
+				fail(err)
+				return
+			}
+			confirmed = true
+		}
 		p := makePlan(cur, us, w.now())
 		if !p.changed {
 			if cur != nil && !confirmed {
@@ -291,14 +333,16 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 }
 
 // retryLater fails the updates whose deadline comes before the next try and puts the others back
-// in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s).
+// in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s). The
+// object is held until then: new arrivals wait for the same try.
 func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err error) {
 	w.objects.Delete(key) // its state is unknown: read it before the next write
 	w.mu.Lock()
 	wait := max(w.backoff[key], 50*time.Millisecond)
 	w.backoff[key] = min(2*wait, 2*time.Second)
-	w.mu.Unlock()
 	due := time.Now().Add(wait)
+	w.held[key] = due
+	w.mu.Unlock()
 	var keep, give []*Update
 	for _, u := range us {
 		if u.deadline.Before(due) {
@@ -311,13 +355,14 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 		w.log.Warn("write failed, retries used up", "object", key.String(), "reason", reason, "err", err, "updates", len(give))
 		w.resolveAll(give, failed(reason, true, err.Error()))
 	}
-	if len(keep) == 0 {
-		return
-	}
-	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String())
+	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String(), "updates", len(keep))
 	w.mu.Lock()
 	w.pending[key] = append(keep, w.pending[key]...)
+	if len(w.pending[key]) == 0 {
+		delete(w.pending, key)
+	}
 	w.mu.Unlock()
+	// Always queued: updates that arrived while held wait for this try.
 	w.queue.AddAfter(key, wait)
 }
 
