@@ -91,10 +91,10 @@ type plan struct {
 // makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
 // the newest observation wins; an update older than what is applied is Stale; one equal in time
 // and value is a Duplicate; one whose own validUntil has passed is Stale (it would be dropped in
-// the same write). Scores other producers wrote (absent from the ledger) are kept. A score
-// whose own validUntil has passed is dropped, so that an expired score never rides along with
-// fresh ones; the object's validUntil is the earliest of its remaining scores' (nil when none of
-// them expires).
+// the same write). Scores other producers wrote (absent from the ledger) are kept. A score whose
+// validUntil has passed is dropped, so that an expired score never rides along with fresh ones,
+// and its removal alone is a change worth writing; the object's validUntil is the earliest of its
+// remaining scores' (nil when none of them expires).
 func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
 	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
 	next := make(ledger, len(led)+4)
@@ -109,6 +109,19 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	for _, s := range status.Scores {
 		values[s.Name] = s.Value
 	}
+	p := plan{decisions: make([]decision, len(updates)), ledger: next}
+
+	// Expired entries go first: they order nothing (a clock that ran ahead once must not block
+	// every later observation) and their room in the ledger is free again.
+	for name, e := range next {
+		if e.expired(now) {
+			delete(next, name)
+			delete(values, name)
+			p.expired = append(p.expired, name)
+		}
+	}
+	sort.Strings(p.expired)
+	size := newLedgerSize(next)
 
 	// Apply in observation order; arrival order breaks ties (sort.SliceStable keeps it).
 	order := make([]int, len(updates))
@@ -122,7 +135,6 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	superseded := make([]bool, len(updates))
 	lapsed := make([]bool, len(updates))
 	rejected := make([]string, len(updates))
-	size := newLedgerSize(next)
 	for _, i := range order {
 		u := updates[i]
 		if !u.ValidUntil.IsZero() && !u.ValidUntil.After(now) {
@@ -134,9 +146,6 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		for _, s := range u.Scores {
 			v := int32(s.Value)
 			prev, known := next[s.Name]
-			// An expired entry orders nothing: its value is about to be dropped, and a clock that
-			// ran ahead once must not block every later observation.
-			known = known && !prev.expired(now)
 			switch {
 			case known && u.Observed.Before(prev.Observed):
 				dupOnly[i] = false // stale
@@ -177,9 +186,11 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		}
 	}
 
-	p := plan{decisions: make([]decision, len(updates)), ledger: next}
 	for _, i := range owner {
 		p.decisions[i].written = true
+		p.changed = true
+	}
+	if len(p.expired) > 0 {
 		p.changed = true
 	}
 	for i, u := range updates {
@@ -200,15 +211,6 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	if !p.changed {
 		return p
 	}
-
-	for name, e := range next {
-		if e.expired(now) {
-			delete(next, name)
-			delete(values, name)
-			p.expired = append(p.expired, name)
-		}
-	}
-	sort.Strings(p.expired)
 
 	// Keep the existing order of scores; append new names sorted, so writes are deterministic.
 	var scores []clusterv1alpha1.AddOnPlacementScoreItem
@@ -232,14 +234,8 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	status.Scores = scores
 
 	// The object is valid until its first score expires; nil (never) when none of them does.
-	var earliest time.Time
-	for _, e := range next {
-		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
-			earliest = e.ValidUntil
-		}
-	}
 	status.ValidUntil = nil
-	if !earliest.IsZero() {
+	if earliest, ok := next.firstExpiry(); ok {
 		vu := metav1.NewTime(earliest)
 		status.ValidUntil = &vu
 	}
@@ -253,15 +249,31 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
 		Reason:  "ScoresWritten",
-		Message: conditionMessage(updates, p.decisions),
+		Message: conditionMessage(updates, p.decisions, p.expired),
 	})
 	p.status = status
 	return p
 }
 
-// expired reports whether the entry's validUntil has passed (a zero validUntil never does).
-func (e entry) expired(now time.Time) bool {
-	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
+// firstExpiry is the earliest validUntil among the ledger's entries; false when none expires.
+func (l ledger) firstExpiry() (time.Time, bool) {
+	var earliest time.Time
+	for _, e := range l {
+		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
+			earliest = e.ValidUntil
+		}
+	}
+	return earliest, !earliest.IsZero()
+}
+
+// nextExpiry is when the first score obj's ledger knows of expires; false when none does (or the
+// object carries no ledger: another producer's).
+func nextExpiry(obj *clusterv1alpha1.AddOnPlacementScore) (time.Time, bool) {
+	l, err := readLedger(obj)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return l.firstExpiry()
 }
 
 // ledgerSize tracks the exact length of a ledger's JSON encoding as entries are added or
@@ -295,6 +307,11 @@ func entryBytes(name string, e entry) int {
 	return len(k) + 1 + len(v)
 }
 
+// expired reports whether the entry's validUntil has passed (a zero validUntil never does).
+func (e entry) expired(now time.Time) bool {
+	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
+}
+
 func hasValue(values map[string]int32, name string, v int32) bool {
 	cur, ok := values[name]
 	return ok && cur == v
@@ -307,8 +324,9 @@ const (
 	maxSourceText = 100
 )
 
-// conditionMessage says which producers' scores the last write applied, newest observation first.
-func conditionMessage(updates []*Update, ds []decision) string {
+// conditionMessage says which producers' scores the last write applied, newest observation first,
+// and which expired scores it removed.
+func conditionMessage(updates []*Update, ds []decision, expired []string) string {
 	var newest time.Time
 	sources := map[string]bool{}
 	for i, u := range updates {
@@ -325,7 +343,14 @@ func conditionMessage(updates []*Update, ds []decision) string {
 		names = append(names, s)
 	}
 	sort.Strings(names)
-	return fmt.Sprintf("scores from %s observed up to %s", listed(names, "sources"), newest.UTC().Format(time.RFC3339))
+	var parts []string
+	if len(names) > 0 {
+		parts = append(parts, fmt.Sprintf("scores from %s observed up to %s", listed(names, "sources"), newest.UTC().Format(time.RFC3339)))
+	}
+	if len(expired) > 0 {
+		parts = append(parts, "expired scores removed: "+listed(expired, "scores"))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // listed joins the first maxListed names, each cut to maxSourceText bytes, and counts the others.

@@ -211,6 +211,23 @@ func TestMakePlanUpdateExpiredBeforeItsWrite(t *testing.T) {
 	}
 }
 
+// With no update at all, an expired score is a change: the object is rewritten without it.
+func TestMakePlanExpiryAloneIsAChange(t *testing.T) {
+	short := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("short", 1)}, t0, t0.Add(time.Minute), "a")
+	long := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("long", 2)}, t0, t0.Add(time.Hour), "b")
+	base := object(makePlan(nil, []*Update{short, long}, t0))
+	if p := makePlan(base, nil, t0.Add(30*time.Second)); p.changed {
+		t.Error("nothing expired yet, but the plan changes the object")
+	}
+	p := makePlan(base, nil, t0.Add(time.Minute))
+	if !p.changed || fmt.Sprint(values(object(p))) != "map[long:2]" || fmt.Sprint(p.expired) != "[short]" {
+		t.Errorf("at short's validUntil: changed=%v scores %v expired %v", p.changed, values(object(p)), p.expired)
+	}
+	if c := meta.FindStatusCondition(p.status.Conditions, ConditionUpdated); c == nil || !strings.Contains(c.Message, "short") {
+		t.Errorf("%s = %+v, want it to name the expired score", ConditionUpdated, c)
+	}
+}
+
 // The ScoresUpdated message names sources chosen by senders: it lists a few, each cut short, and
 // counts the rest, so that no source can push it over the condition's limit.
 func TestConditionMessageIsBounded(t *testing.T) {

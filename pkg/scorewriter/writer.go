@@ -100,7 +100,9 @@ const DefaultTTL = 3 * time.Minute
 // ErrOverloaded is returned by Submit when MaxPending updates are already waiting.
 var ErrOverloaded = errors.New("too many updates waiting to be written")
 
-// Writer coalesces updates per object and writes them.
+// Writer coalesces updates per object and writes them. It also rewrites an object when one of its
+// scores expires, so that the expiry reaches Placements as a change (they re-evaluate on changes
+// only, and count an expired score as 0 only when something else makes them look).
 type Writer struct {
 	client  clusterclient.Interface
 	opts    Options
@@ -118,6 +120,8 @@ type Writer struct {
 	// held are objects in backoff, with when their next try is due: arrivals join the pending
 	// updates and wait for it rather than shortening it to the coalescing window.
 	held map[Key]time.Time
+	// expiries is when each known object's first score expires: the object is rewritten then.
+	expiries map[Key]time.Time
 
 	// objects caches the last version written or read per object, so a write normally needs no
 	// read. A stale copy costs one conflict and a re-read; answers that write nothing are never
@@ -131,15 +135,16 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		return nil, err
 	}
 	return &Writer{
-		client:  client,
-		opts:    opts,
-		log:     log,
-		metrics: metrics,
-		now:     time.Now,
-		queue:   workqueue.NewTypedDelayingQueue[Key](),
-		pending: map[Key][]*Update{},
-		backoff: map[Key]time.Duration{},
-		held:    map[Key]time.Time{},
+		client:   client,
+		opts:     opts,
+		log:      log,
+		metrics:  metrics,
+		now:      time.Now,
+		queue:    workqueue.NewTypedDelayingQueue[Key](),
+		pending:  map[Key][]*Update{},
+		backoff:  map[Key]time.Duration{},
+		held:     map[Key]time.Time{},
+		expiries: map[Key]time.Time{},
 	}, nil
 }
 
@@ -244,16 +249,20 @@ func (w *Writer) waitBackoff(key Key) bool {
 // flush writes every pending update of one object in one status update (plus a create the first
 // time), re-reading and re-planning on conflict. A transient failure does not hold the worker: the
 // updates go back to pending and the object is queued again after a backoff, until each update's
-// deadline (RetryFor after its first attempt) has passed.
+// deadline (RetryFor after its first attempt) has passed. With no updates it removes the object's
+// expired scores, if any.
 func (w *Writer) flush(ctx context.Context, key Key) {
 	if w.waitBackoff(key) {
 		return
 	}
+	defer w.scheduleExpiry(key)
 	us := w.take(key)
-	if len(us) == 0 {
+	if len(us) == 0 && !w.expiryDue(key) {
 		return
 	}
-	w.metrics.batchSize.Observe(float64(len(us)))
+	if len(us) > 0 {
+		w.metrics.batchSize.Observe(float64(len(us)))
+	}
 	now := time.Now()
 	for _, u := range us {
 		if u.deadline.IsZero() {
@@ -279,9 +288,9 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		w.retryLater(key, us, f.reason, err)
 	}
 	for {
-		// After a failure the object's state is unknown: read it rather than try a create that
-		// would only conflict.
-		if !confirmed && cur == nil && retrying {
+		// After a failure the object's state is unknown, and an expiry with no copy at hand needs
+		// the hub's word too: read it rather than try a create that would only conflict.
+		if !confirmed && cur == nil && (retrying || len(us) == 0) {
 			var err error
 			if cur, err = w.load(ctx, key); err != nil {
 				fail(err)
@@ -291,7 +300,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		}
 		p := makePlan(cur, us, w.now())
 		if !p.changed {
-			if cur != nil && !confirmed {
+			if len(us) > 0 && cur != nil && !confirmed {
 				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
 				var err error
 				if cur, err = w.load(ctx, key); err != nil {
@@ -362,7 +371,7 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 		delete(w.pending, key)
 	}
 	w.mu.Unlock()
-	// Always queued: updates that arrived while held wait for this try.
+	// Always queued: updates that arrived while held wait for this try, and so may an expiry.
 	w.queue.AddAfter(key, wait)
 }
 
@@ -390,7 +399,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		if err != nil {
 			return attemptResult{}, err
 		}
-		w.objects.Store(key, base)
+		w.seen(key, base)
 	}
 	next := base.DeepCopy()
 	next.Status = p.status
@@ -401,7 +410,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 	if err != nil {
 		return attemptResult{}, err
 	}
-	w.objects.Store(key, written)
+	w.seen(key, written)
 	w.observeScores(key, written, p.expired)
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
@@ -426,14 +435,55 @@ func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlace
 	w.count("get", err)
 	switch {
 	case apierrors.IsNotFound(err):
-		w.objects.Delete(key)
+		w.gone(key)
 		return nil, nil
 	case err != nil:
 		w.objects.Delete(key)
 		return nil, err
 	}
-	w.objects.Store(key, obj)
+	w.seen(key, obj)
 	return obj, nil
+}
+
+// seen records obj as what the hub holds for key: cached, and its next expiry noted.
+func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
+	w.objects.Store(key, obj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t, ok := nextExpiry(obj); ok {
+		w.expiries[key] = t
+	} else {
+		delete(w.expiries, key)
+	}
+}
+
+// gone forgets an object the hub no longer has.
+func (w *Writer) gone(key Key) {
+	w.objects.Delete(key)
+	w.mu.Lock()
+	delete(w.expiries, key)
+	w.mu.Unlock()
+}
+
+// expiryDue reports whether one of key's scores has expired by now.
+func (w *Writer) expiryDue(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.expiries[key]
+	return ok && !t.After(w.now())
+}
+
+// scheduleExpiry queues key for when its first score expires. Called after every flush: the queue
+// keeps one due time per key, so a wake-up for new updates may have replaced this one.
+func (w *Writer) scheduleExpiry(key Key) {
+	w.mu.Lock()
+	t, ok := w.expiries[key]
+	closed := w.closed
+	w.mu.Unlock()
+	if ok && !closed {
+		// A little after: a score whose validUntil equals now has expired.
+		w.queue.AddAfter(key, t.Sub(w.now())+time.Millisecond)
+	}
 }
 
 func (w *Writer) count(verb string, err error) {
