@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/lru"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -70,11 +71,20 @@ type Options struct {
 	RetryFor time.Duration
 	// MaxPending bounds accepted, unwritten updates; beyond it Submit refuses.
 	MaxPending int
+	// MaxResourcesPerCluster bounds the AddOnPlacementScores the writer keeps in one cluster's
+	// namespace: creating one more is refused (TooManyResources), so that arbitrary resource
+	// names cannot grow the hub without limit. Counted from the objects this process has written,
+	// created or read since it started (the writer may not list objects).
+	MaxResourcesPerCluster int
+	// CachedObjects bounds the objects remembered between writes (least recently used go first;
+	// a forgotten object costs one read at its next write).
+	CachedObjects int
 }
 
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
-	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000}
+	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
+		MaxResourcesPerCluster: 64, CachedObjects: 16384}
 }
 
 // Validate refuses options that would stall the writer.
@@ -90,6 +100,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("retry-for %s is negative", o.RetryFor)
 	case o.MaxPending < 1:
 		return fmt.Errorf("max pending must be at least 1, not %d", o.MaxPending)
+	case o.MaxResourcesPerCluster < 1:
+		return fmt.Errorf("max resources per cluster must be at least 1, not %d", o.MaxResourcesPerCluster)
+	case o.CachedObjects < 1:
+		return fmt.Errorf("cached objects must be at least 1, not %d", o.CachedObjects)
 	}
 	return nil
 }
@@ -122,11 +136,13 @@ type Writer struct {
 	held map[Key]time.Time
 	// expiries is when each known object's first score expires: the object is rewritten then.
 	expiries map[Key]time.Time
+	// resources are, per cluster, the AddOnPlacementScores known to exist (MaxResourcesPerCluster).
+	resources map[string]map[string]struct{}
 
-	// objects caches the last version written or read per object, so a write normally needs no
-	// read. A stale copy costs one conflict and a re-read; answers that write nothing are never
-	// given from it unconfirmed.
-	objects sync.Map // Key -> *clusterv1alpha1.AddOnPlacementScore
+	// objects caches the last version written or read per object (Key -> *AddOnPlacementScore),
+	// so a write normally needs no read. A stale copy costs one conflict and a re-read; answers
+	// that write nothing are never given from it unconfirmed.
+	objects *lru.Cache
 }
 
 // NewWriter creates a writer with opts (start from DefaultOptions). Call Run to start writing.
@@ -135,16 +151,18 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		return nil, err
 	}
 	return &Writer{
-		client:   client,
-		opts:     opts,
-		log:      log,
-		metrics:  metrics,
-		now:      time.Now,
-		queue:    workqueue.NewTypedDelayingQueue[Key](),
-		pending:  map[Key][]*Update{},
-		backoff:  map[Key]time.Duration{},
-		held:     map[Key]time.Time{},
-		expiries: map[Key]time.Time{},
+		client:    client,
+		opts:      opts,
+		log:       log,
+		metrics:   metrics,
+		now:       time.Now,
+		queue:     workqueue.NewTypedDelayingQueue[Key](),
+		pending:   map[Key][]*Update{},
+		backoff:   map[Key]time.Duration{},
+		held:      map[Key]time.Time{},
+		expiries:  map[Key]time.Time{},
+		resources: map[string]map[string]struct{}{},
+		objects:   lru.New(opts.CachedObjects),
 	}, nil
 }
 
@@ -282,15 +300,16 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		f := classify(err)
 		if !f.wait || ctx.Err() != nil {
 			w.log.Warn("write failed", "object", key.String(), "reason", f.reason, "err", err)
+			w.forgetBackoff(key)
 			w.resolveAll(us, failed(f.reason, f.redeliver, err.Error()))
 			return
 		}
 		w.retryLater(key, us, f.reason, err)
 	}
 	for {
-		// After a failure the object's state is unknown, and an expiry with no copy at hand needs
-		// the hub's word too: read it rather than try a create that would only conflict.
-		if !confirmed && cur == nil && (retrying || len(us) == 0) {
+		// After a failure the object's state is unknown; an expiry with no copy at hand, or an
+		// object that may have to be created over the per-cluster bound, needs the hub's word too.
+		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key)) {
 			var err error
 			if cur, err = w.load(ctx, key); err != nil {
 				fail(err)
@@ -314,6 +333,13 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			w.resolve(us, attemptResult{plan: p, rv: resourceVersion(cur)})
 			return
 		}
+		if cur == nil && w.atResourceBound(key) {
+			w.forgetBackoff(key)
+			w.resolveAll(us, failed(ReasonTooManyResources, false, fmt.Sprintf(
+				"cluster %s already has %d AddOnPlacementScores written by scoreflow (--max-resources-per-cluster): resource %s is not created",
+				key.Cluster, w.opts.MaxResourcesPerCluster, key.Resource)))
+			return
+		}
 		res, err := w.attempt(ctx, key, cur, p)
 		if err == nil {
 			w.forgetBackoff(key)
@@ -326,6 +352,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			// re-read and plan again; a missing object is created anew.
 			conflicts++
 			if conflicts > w.opts.MaxConflicts {
+				w.forgetBackoff(key)
 				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
 				return
 			}
@@ -345,7 +372,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 // in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s). The
 // object is held until then: new arrivals wait for the same try.
 func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err error) {
-	w.objects.Delete(key) // its state is unknown: read it before the next write
+	w.objects.Remove(key) // its state is unknown: read it before the next write
 	w.mu.Lock()
 	wait := max(w.backoff[key], 50*time.Millisecond)
 	w.backoff[key] = min(2*wait, 2*time.Second)
@@ -363,6 +390,12 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 	if len(give) > 0 {
 		w.log.Warn("write failed, retries used up", "object", key.String(), "reason", reason, "err", err, "updates", len(give))
 		w.resolveAll(give, failed(reason, true, err.Error()))
+	}
+	if len(us) > 0 && len(keep) == 0 {
+		// Nothing of this write is retried: the next arrival starts a fresh backoff.
+		w.mu.Lock()
+		delete(w.backoff, key)
+		w.mu.Unlock()
 	}
 	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String(), "updates", len(keep))
 	w.mu.Lock()
@@ -411,7 +444,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		return attemptResult{}, err
 	}
 	w.seen(key, written)
-	w.observeScores(key, written, p.expired)
+	w.observeScores(key, cur, written, p.expired)
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
@@ -423,7 +456,7 @@ func resourceVersion(obj *clusterv1alpha1.AddOnPlacementScore) string {
 }
 
 func (w *Writer) cached(key Key) *clusterv1alpha1.AddOnPlacementScore {
-	if v, ok := w.objects.Load(key); ok {
+	if v, ok := w.objects.Get(key); ok {
 		return v.(*clusterv1alpha1.AddOnPlacementScore)
 	}
 	return nil
@@ -438,18 +471,25 @@ func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlace
 		w.gone(key)
 		return nil, nil
 	case err != nil:
-		w.objects.Delete(key)
+		w.objects.Remove(key)
 		return nil, err
 	}
 	w.seen(key, obj)
 	return obj, nil
 }
 
-// seen records obj as what the hub holds for key: cached, and its next expiry noted.
+// seen records obj as what the hub holds for key: cached, counted against its cluster's bound,
+// and its next expiry noted.
 func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
-	w.objects.Store(key, obj)
+	w.objects.Add(key, obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	names := w.resources[key.Cluster]
+	if names == nil {
+		names = map[string]struct{}{}
+		w.resources[key.Cluster] = names
+	}
+	names[key.Resource] = struct{}{}
 	if t, ok := nextExpiry(obj); ok {
 		w.expiries[key] = t
 	} else {
@@ -457,12 +497,30 @@ func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
 	}
 }
 
-// gone forgets an object the hub no longer has.
+// gone forgets an object the hub no longer has, with its score series.
 func (w *Writer) gone(key Key) {
-	w.objects.Delete(key)
+	w.objects.Remove(key)
 	w.mu.Lock()
+	if names := w.resources[key.Cluster]; names != nil {
+		delete(names, key.Resource)
+		if len(names) == 0 {
+			delete(w.resources, key.Cluster)
+		}
+	}
 	delete(w.expiries, key)
 	w.mu.Unlock()
+	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
+}
+
+// atResourceBound reports whether creating key would exceed its cluster's bound.
+func (w *Writer) atResourceBound(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := w.resources[key.Cluster]
+	if _, ok := names[key.Resource]; ok {
+		return false
+	}
+	return len(names) >= w.opts.MaxResourcesPerCluster
 }
 
 // expiryDue reports whether one of key's scores has expired by now.
@@ -497,12 +555,25 @@ func (w *Writer) count(verb string, err error) {
 	w.metrics.apiRequests.WithLabelValues(verb, result).Inc()
 }
 
-func (w *Writer) observeScores(key Key, obj *clusterv1alpha1.AddOnPlacementScore, expired []string) {
-	for _, s := range obj.Status.Scores {
+// observeScores sets the score series of what was written and deletes those of scores it no
+// longer has (expired, or removed by someone else).
+func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlacementScore, expired []string) {
+	kept := map[string]bool{}
+	for _, s := range after.Status.Scores {
+		kept[s.Name] = true
 		w.metrics.score.WithLabelValues(key.Cluster, key.Resource, s.Name).Set(float64(s.Value))
 	}
+	if before != nil {
+		for _, s := range before.Status.Scores {
+			if !kept[s.Name] {
+				w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, s.Name)
+			}
+		}
+	}
 	for _, name := range expired {
-		w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
+		if !kept[name] {
+			w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
+		}
 	}
 }
 

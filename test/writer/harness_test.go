@@ -112,6 +112,9 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	if o.writer.Window != 0 {
 		opts.Window = o.writer.Window
 	}
+	if o.writer.MaxResourcesPerCluster != 0 {
+		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
+	}
 	w, err := scorewriter.NewWriter(writeClient, opts, metrics, fn.Log)
 	if err != nil {
 		t.Fatal(err)
