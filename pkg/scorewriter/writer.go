@@ -301,6 +301,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		if !f.wait || ctx.Err() != nil {
 			w.log.Warn("write failed", "object", key.String(), "reason", f.reason, "err", err)
 			w.forgetBackoff(key)
+			w.giveUpExpiry(key, us)
 			w.resolveAll(us, failed(f.reason, f.redeliver, err.Error()))
 			return
 		}
@@ -353,6 +354,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			conflicts++
 			if conflicts > w.opts.MaxConflicts {
 				w.forgetBackoff(key)
+				w.giveUpExpiry(key, us)
 				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
 				return
 			}
@@ -521,6 +523,18 @@ func (w *Writer) atResourceBound(key Key) bool {
 		return false
 	}
 	return len(names) >= w.opts.MaxResourcesPerCluster
+}
+
+// giveUpExpiry forgets the expiry of an object whose rewrite at expiry (a flush without updates)
+// failed for good, so that it is not retried at once, forever; its next read or write schedules it
+// again. A failed write of updates keeps it: the rewrite at expiry is tried on its own.
+func (w *Writer) giveUpExpiry(key Key, us []*Update) {
+	if len(us) > 0 {
+		return
+	}
+	w.mu.Lock()
+	delete(w.expiries, key)
+	w.mu.Unlock()
 }
 
 // expiryDue reports whether one of key's scores has expired by now.

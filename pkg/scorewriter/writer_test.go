@@ -102,3 +102,31 @@ func TestObjectCacheIsBounded(t *testing.T) {
 		t.Errorf("%d objects cached, bound 4", n)
 	}
 }
+
+// When the rewrite at an object's expiry fails for good (here the hub forbids it), the writer
+// gives that expiry up instead of trying again at once, forever.
+func TestFailedExpiryRewriteIsNotRetriedInALoop(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	w := runWriter(t, client, DefaultOptions())
+	key := Key{"c1", "r"}
+	u := NewUpdate(key, []contract.Score{{Name: "a", Value: 1}}, time.Now(), time.Now().Add(100*time.Millisecond), "test")
+	if err := w.Submit(u); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := u.Result(context.Background()); err != nil || r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("write: %+v %v", r, err)
+	}
+	gr := schema.GroupResource{Group: "cluster.open-cluster-management.io", Resource: "addonplacementscores"}
+	client.PrependReactor("update", "addonplacementscores", failWith(apierrors.NewForbidden(gr, "r", fmt.Errorf("no"))))
+	client.ClearActions()
+	time.Sleep(time.Second)
+	updates := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "update" {
+			updates++
+		}
+	}
+	if updates < 1 || updates > 3 {
+		t.Errorf("%d status updates in the second after the expiry, want the one rewrite (at most a few)", updates)
+	}
+}
