@@ -337,7 +337,7 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		if cur == nil && w.atResourceBound(key) {
 			w.forgetBackoff(key)
 			w.resolveAll(us, failed(ReasonTooManyResources, false, fmt.Sprintf(
-				"cluster %s already has %d AddOnPlacementScores written by scoreflow (--max-resources-per-cluster): resource %s is not created",
+				"cluster %s already has the %d AddOnPlacementScores the writer keeps per cluster (--max-resources-per-cluster): resource %s is not created",
 				key.Cluster, w.opts.MaxResourcesPerCluster, key.Resource)))
 			return
 		}
