@@ -29,6 +29,8 @@ func main() {
 	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", opts.MaxConflicts, "re-reads after write conflicts before an update fails as retriable")
 	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", opts.RetryFor, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
 	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
+	fn.Flags.IntVar(&opts.MaxResourcesPerCluster, "max-resources-per-cluster", opts.MaxResourcesPerCluster, "AddOnPlacementScores the writer keeps per cluster namespace; creating one more is refused (TooManyResources)")
+	fn.Flags.IntVar(&opts.CachedObjects, "cached-objects", opts.CachedObjects, "AddOnPlacementScores remembered between writes (least recently used are read again when needed)")
 
 	fn.Main(func(ctx context.Context) error {
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)

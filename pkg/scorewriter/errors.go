@@ -8,6 +8,10 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
+// ReasonTooManyResources refuses an item whose AddOnPlacementScore would be one more than the
+// writer keeps in a cluster's namespace (Options.MaxResourcesPerCluster). Not retriable.
+const ReasonTooManyResources contract.Reason = "TooManyResources"
+
 // failure is how the writer treats a failed hub request. Conflicts are handled before this, by
 // re-reading.
 type failure struct {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,10 +90,11 @@ type plan struct {
 
 // makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
 // the newest observation wins; an update older than what is applied is Stale; one equal in time
-// and value is a Duplicate. Scores other producers wrote (absent from the ledger) are kept. A score
-// whose own validUntil has passed is dropped, so that an expired score never rides along with
-// fresh ones; the object's validUntil is the earliest of its remaining scores' (nil when none of
-// them expires).
+// and value is a Duplicate; one whose own validUntil has passed is Stale (it would be dropped in
+// the same write). Scores other producers wrote (absent from the ledger) are kept. A score whose
+// validUntil has passed is dropped, so that an expired score never rides along with fresh ones,
+// and its removal alone is a change worth writing; the object's validUntil is the earliest of its
+// remaining scores' (nil when none of them expires).
 func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
 	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
 	next := make(ledger, len(led)+4)
@@ -107,6 +109,19 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	for _, s := range status.Scores {
 		values[s.Name] = s.Value
 	}
+	p := plan{decisions: make([]decision, len(updates)), ledger: next}
+
+	// Expired entries go first: they order nothing (a clock that ran ahead once must not block
+	// every later observation) and their room in the ledger is free again.
+	for name, e := range next {
+		if e.expired(now) {
+			delete(next, name)
+			delete(values, name)
+			p.expired = append(p.expired, name)
+		}
+	}
+	sort.Strings(p.expired)
+	size := newLedgerSize(next)
 
 	// Apply in observation order; arrival order breaks ties (sort.SliceStable keeps it).
 	order := make([]int, len(updates))
@@ -118,25 +133,19 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	owner := map[string]int{} // score name -> index of the update whose value stands
 	dupOnly := make([]bool, len(updates))
 	superseded := make([]bool, len(updates))
+	lapsed := make([]bool, len(updates))
 	rejected := make([]string, len(updates))
-	size := len(next.encode())
 	for _, i := range order {
 		u := updates[i]
-		// A score new to the ledger grows its condition message; an update that would overflow
-		// it is refused alone, so it cannot fail the others coalesced into this write.
-		grow := ledgerGrowth(next, u)
-		if size+grow > maxLedgerBytes {
-			rejected[i] = fmt.Sprintf("%d score names would make this object's ledger over the %d bytes a condition holds: spread them over more AddOnPlacementScore resources", len(next)+len(u.Scores), maxLedgerBytes)
+		if !u.ValidUntil.IsZero() && !u.ValidUntil.After(now) {
+			lapsed[i] = true // it expired while waiting (retries): writing it would drop it at once
 			continue
 		}
-		size += grow
 		dupOnly[i] = true
+		var apply []contract.Score
 		for _, s := range u.Scores {
 			v := int32(s.Value)
 			prev, known := next[s.Name]
-			// An expired entry orders nothing: its value is about to be dropped, and a clock that
-			// ran ahead once must not block every later observation.
-			known = known && !prev.expired(now)
 			switch {
 			case known && u.Observed.Before(prev.Observed):
 				dupOnly[i] = false // stale
@@ -146,24 +155,49 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 					continue // duplicate of what is on the object
 				}
 			}
+			apply = append(apply, s)
+		}
+		// The ledger's encoded size after this update, counting rewrites (a nanosecond time is
+		// longer than a whole second) as well as new names. An update that would overflow the
+		// condition is refused alone, so that it cannot fail the others coalesced into this write.
+		grown := size
+		e := entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
+		for _, s := range apply {
+			if prev, ok := next[s.Name]; ok {
+				grown = grown.replace(s.Name, prev, e)
+			} else {
+				grown = grown.add(s.Name, e)
+			}
+		}
+		if grown.bytes() > maxLedgerBytes {
+			dupOnly[i] = false
+			rejected[i] = fmt.Sprintf("these scores would make this object's observation ledger %d bytes, over the %d a condition holds: spread them over more AddOnPlacementScore resources", grown.bytes(), maxLedgerBytes)
+			continue
+		}
+		size = grown
+		for _, s := range apply {
 			dupOnly[i] = false // applied, though a newer update in this batch may supersede it
 			if j, ok := owner[s.Name]; ok {
 				superseded[j] = true
 			}
-			next[s.Name] = entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
-			values[s.Name] = v
+			next[s.Name] = e
+			values[s.Name] = int32(s.Value)
 			owner[s.Name] = i
 		}
 	}
 
-	p := plan{decisions: make([]decision, len(updates)), ledger: next}
 	for _, i := range owner {
 		p.decisions[i].written = true
+		p.changed = true
+	}
+	if len(p.expired) > 0 {
 		p.changed = true
 	}
 	for i, u := range updates {
 		switch {
 		case p.decisions[i].written:
+		case lapsed[i]:
+			p.decisions[i] = decision{reason: contract.ReasonStale, message: "validUntil " + u.ValidUntil.UTC().Format(time.RFC3339Nano) + " passed before the hub could be written"}
 		case rejected[i] != "":
 			p.decisions[i] = decision{rejected: true, reason: contract.ReasonRejected, message: rejected[i]}
 		case dupOnly[i]:
@@ -177,15 +211,6 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	if !p.changed {
 		return p
 	}
-
-	for name, e := range next {
-		if e.expired(now) {
-			delete(next, name)
-			delete(values, name)
-			p.expired = append(p.expired, name)
-		}
-	}
-	sort.Strings(p.expired)
 
 	// Keep the existing order of scores; append new names sorted, so writes are deterministic.
 	var scores []clusterv1alpha1.AddOnPlacementScoreItem
@@ -209,14 +234,8 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	status.Scores = scores
 
 	// The object is valid until its first score expires; nil (never) when none of them does.
-	var earliest time.Time
-	for _, e := range next {
-		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
-			earliest = e.ValidUntil
-		}
-	}
 	status.ValidUntil = nil
-	if !earliest.IsZero() {
+	if earliest, ok := next.firstExpiry(); ok {
 		vu := metav1.NewTime(earliest)
 		status.ValidUntil = &vu
 	}
@@ -230,10 +249,62 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
 		Reason:  "ScoresWritten",
-		Message: conditionMessage(updates, p.decisions),
+		Message: conditionMessage(updates, p.decisions, p.expired),
 	})
 	p.status = status
 	return p
+}
+
+// firstExpiry is the earliest validUntil among the ledger's entries; false when none expires.
+func (l ledger) firstExpiry() (time.Time, bool) {
+	var earliest time.Time
+	for _, e := range l {
+		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
+			earliest = e.ValidUntil
+		}
+	}
+	return earliest, !earliest.IsZero()
+}
+
+// nextExpiry is when the first score obj's ledger knows of expires; false when none does (or the
+// object carries no ledger: another producer's).
+func nextExpiry(obj *clusterv1alpha1.AddOnPlacementScore) (time.Time, bool) {
+	l, err := readLedger(obj)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return l.firstExpiry()
+}
+
+// ledgerSize tracks the exact length of a ledger's JSON encoding as entries are added or
+// rewritten: "{" + entries joined by "," + "}", each entry `"name":["observed","validUntil"]`.
+type ledgerSize struct {
+	entries int // sum of the entries' encoded lengths
+	n       int
+}
+
+func newLedgerSize(l ledger) ledgerSize {
+	var s ledgerSize
+	for name, e := range l {
+		s = s.add(name, e)
+	}
+	return s
+}
+
+func (s ledgerSize) add(name string, e entry) ledgerSize {
+	return ledgerSize{entries: s.entries + entryBytes(name, e), n: s.n + 1}
+}
+
+func (s ledgerSize) replace(name string, old, e entry) ledgerSize {
+	return ledgerSize{entries: s.entries - entryBytes(name, old) + entryBytes(name, e), n: s.n}
+}
+
+func (s ledgerSize) bytes() int { return 2 + s.entries + max(s.n-1, 0) }
+
+func entryBytes(name string, e entry) int {
+	k, _ := json.Marshal(name)
+	v, _ := e.MarshalJSON()
+	return len(k) + 1 + len(v)
 }
 
 // expired reports whether the entry's validUntil has passed (a zero validUntil never does).
@@ -241,26 +312,21 @@ func (e entry) expired(now time.Time) bool {
 	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
 }
 
-// ledgerGrowth is how many bytes u's score names new to l would add to its encoding.
-func ledgerGrowth(l ledger, u *Update) int {
-	grow := 0
-	for _, s := range u.Scores {
-		if _, ok := l[s.Name]; !ok {
-			k, _ := json.Marshal(s.Name)
-			v, _ := json.Marshal(entry{Observed: u.Observed, ValidUntil: u.ValidUntil})
-			grow += len(k) + 1 + len(v) + 1 // "name":[...],
-		}
-	}
-	return grow
-}
-
 func hasValue(values map[string]int32, name string, v int32) bool {
 	cur, ok := values[name]
 	return ok && cur == v
 }
 
-// conditionMessage says which producers' scores the last write applied, newest observation first.
-func conditionMessage(updates []*Update, ds []decision) string {
+// Bounds of the ScoresUpdated message: sources are chosen by senders, so the message lists a few,
+// each cut short, and counts the rest; it stays far below the condition's 32 KiB whatever they send.
+const (
+	maxListed     = 5
+	maxSourceText = 100
+)
+
+// conditionMessage says which producers' scores the last write applied, newest observation first,
+// and which expired scores it removed.
+func conditionMessage(updates []*Update, ds []decision, expired []string) string {
 	var newest time.Time
 	sources := map[string]bool{}
 	for i, u := range updates {
@@ -277,5 +343,37 @@ func conditionMessage(updates []*Update, ds []decision) string {
 		names = append(names, s)
 	}
 	sort.Strings(names)
-	return fmt.Sprintf("scores from %s observed up to %s", strings.Join(names, ", "), newest.UTC().Format(time.RFC3339))
+	var parts []string
+	if len(names) > 0 {
+		parts = append(parts, fmt.Sprintf("scores from %s observed up to %s", listed(names, "sources"), newest.UTC().Format(time.RFC3339)))
+	}
+	if len(expired) > 0 {
+		parts = append(parts, "expired scores removed: "+listed(expired, "scores"))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// listed joins the first maxListed names, each cut to maxSourceText bytes, and counts the others.
+func listed(names []string, what string) string {
+	shown := make([]string, 0, maxListed)
+	for _, n := range names[:min(len(names), maxListed)] {
+		shown = append(shown, truncate(n, maxSourceText))
+	}
+	out := strings.Join(shown, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		out += fmt.Sprintf(" and %d more %s", more, what)
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + "..."
 }

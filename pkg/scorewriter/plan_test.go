@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,5 +148,101 @@ func TestMakePlanSupersededInTheSameWrite(t *testing.T) {
 	p := makePlan(nil, []*Update{upd(time.Second, sc("a", 1)), upd(time.Second, sc("a", 1))}, t0)
 	if d := p.decisions[0]; d.written || d.reason != contract.ReasonStale || !strings.Contains(d.message, "superseded") {
 		t.Errorf("first of two equal updates: %+v, want Stale, superseded", d)
+	}
+}
+
+// The ledger's size is tracked exactly as entries are added and rewritten, so that the guard
+// against overflowing the condition counts rewrites with longer (nanosecond) times.
+func TestLedgerSizeIsExact(t *testing.T) {
+	l := ledger{}
+	s := newLedgerSize(l)
+	if s.bytes() != len(l.encode()) {
+		t.Fatalf("empty: %d, encoded %d", s.bytes(), len(l.encode()))
+	}
+	whole := entry{Observed: t0, ValidUntil: t0.Add(time.Hour)}
+	nano := entry{Observed: t0.Add(123456789), ValidUntil: t0.Add(time.Hour + 987654321)}
+	for i, name := range []string{"a", "b-\"quoted\"", "c<&>"} {
+		s = s.add(name, whole)
+		l[name] = whole
+		if s.bytes() != len(l.encode()) {
+			t.Fatalf("after %d adds: %d, encoded %d", i+1, s.bytes(), len(l.encode()))
+		}
+	}
+	s = s.replace("a", whole, nano)
+	l["a"] = nano
+	if s.bytes() != len(l.encode()) {
+		t.Errorf("after a rewrite with nanoseconds: %d, encoded %d", s.bytes(), len(l.encode()))
+	}
+}
+
+// Rewriting every entry of a near-full ledger with nanosecond times would overflow it: that
+// update is refused, and one coalesced with it that rewrites a name at the same length is written.
+func TestMakePlanCountsLedgerRewrites(t *testing.T) {
+	var names []contract.Score
+	for i := 0; i < 200; i++ {
+		names = append(names, sc(fmt.Sprintf("s%03d-%s", i, strings.Repeat("n", 103)), 1))
+	}
+	base := object(makePlan(nil, []*Update{upd(0, names...)}, t0))
+	if n := len(base.Status.Conditions[0].Message); n < 31000 || n > maxLedgerBytes {
+		t.Fatalf("ledger of %d bytes, want just under %d", n, maxLedgerBytes)
+	}
+	rewrite := upd(time.Second+123456789, names...)
+	rewrite.ValidUntil = rewrite.Observed.Add(time.Hour)
+	honest := upd(2*time.Second, sc(names[0].Name, 3))
+	p := makePlan(base, []*Update{rewrite, honest}, t0.Add(time.Minute))
+	if d := p.decisions[0]; !d.rejected {
+		t.Errorf("nanosecond rewrite of a near-full ledger: %+v, want rejected", d)
+	}
+	if !p.decisions[1].written {
+		t.Errorf("honest update: %+v, want written", p.decisions[1])
+	}
+	if n := len(p.ledger.encode()); n > maxLedgerBytes {
+		t.Errorf("ledger of %d bytes", n)
+	}
+}
+
+// An update whose validUntil has passed by the time it is planned (it waited through retries) is
+// Stale: it is not written only to be dropped as expired in the same write.
+func TestMakePlanUpdateExpiredBeforeItsWrite(t *testing.T) {
+	lapsed := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 1)}, t0, t0.Add(time.Second), "a")
+	p := makePlan(nil, []*Update{lapsed}, t0.Add(2*time.Second))
+	if d := p.decisions[0]; d.written || d.reason != contract.ReasonStale || p.changed {
+		t.Errorf("lapsed update: %+v changed=%v, want Stale and nothing to write", d, p.changed)
+	}
+}
+
+// With no update at all, an expired score is a change: the object is rewritten without it.
+func TestMakePlanExpiryAloneIsAChange(t *testing.T) {
+	short := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("short", 1)}, t0, t0.Add(time.Minute), "a")
+	long := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("long", 2)}, t0, t0.Add(time.Hour), "b")
+	base := object(makePlan(nil, []*Update{short, long}, t0))
+	if p := makePlan(base, nil, t0.Add(30*time.Second)); p.changed {
+		t.Error("nothing expired yet, but the plan changes the object")
+	}
+	p := makePlan(base, nil, t0.Add(time.Minute))
+	if !p.changed || fmt.Sprint(values(object(p))) != "map[long:2]" || fmt.Sprint(p.expired) != "[short]" {
+		t.Errorf("at short's validUntil: changed=%v scores %v expired %v", p.changed, values(object(p)), p.expired)
+	}
+	if c := meta.FindStatusCondition(p.status.Conditions, ConditionUpdated); c == nil || !strings.Contains(c.Message, "short") {
+		t.Errorf("%s = %+v, want it to name the expired score", ConditionUpdated, c)
+	}
+}
+
+// The ScoresUpdated message names sources chosen by senders: it lists a few, each cut short, and
+// counts the rest, so that no source can push it over the condition's limit.
+func TestConditionMessageIsBounded(t *testing.T) {
+	var us []*Update
+	for i := 0; i < 50; i++ {
+		u := upd(time.Duration(i), sc(fmt.Sprintf("s%d", i), 1))
+		u.Source = fmt.Sprintf("src-%02d-%s", i, strings.Repeat("é", 20000))
+		us = append(us, u)
+	}
+	p := makePlan(nil, us, t0)
+	c := meta.FindStatusCondition(p.status.Conditions, ConditionUpdated)
+	if c == nil || len(c.Message) > 1024 || !strings.Contains(c.Message, "and 45 more sources") {
+		t.Fatalf("message of %d bytes: %.200q", len(c.Message), c.Message)
+	}
+	if !utf8.ValidString(c.Message) {
+		t.Error("message is not valid UTF-8 after cutting")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/lru"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -70,11 +71,20 @@ type Options struct {
 	RetryFor time.Duration
 	// MaxPending bounds accepted, unwritten updates; beyond it Submit refuses.
 	MaxPending int
+	// MaxResourcesPerCluster bounds the AddOnPlacementScores the writer keeps in one cluster's
+	// namespace: creating one more is refused (TooManyResources), so that arbitrary resource
+	// names cannot grow the hub without limit. Counted from the objects this process has written,
+	// created or read since it started (the writer may not list objects).
+	MaxResourcesPerCluster int
+	// CachedObjects bounds the objects remembered between writes (least recently used go first;
+	// a forgotten object costs one read at its next write).
+	CachedObjects int
 }
 
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
-	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000}
+	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
+		MaxResourcesPerCluster: 64, CachedObjects: 16384}
 }
 
 // Validate refuses options that would stall the writer.
@@ -90,6 +100,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("retry-for %s is negative", o.RetryFor)
 	case o.MaxPending < 1:
 		return fmt.Errorf("max pending must be at least 1, not %d", o.MaxPending)
+	case o.MaxResourcesPerCluster < 1:
+		return fmt.Errorf("max resources per cluster must be at least 1, not %d", o.MaxResourcesPerCluster)
+	case o.CachedObjects < 1:
+		return fmt.Errorf("cached objects must be at least 1, not %d", o.CachedObjects)
 	}
 	return nil
 }
@@ -100,7 +114,9 @@ const DefaultTTL = 3 * time.Minute
 // ErrOverloaded is returned by Submit when MaxPending updates are already waiting.
 var ErrOverloaded = errors.New("too many updates waiting to be written")
 
-// Writer coalesces updates per object and writes them.
+// Writer coalesces updates per object and writes them. It also rewrites an object when one of its
+// scores expires, so that the expiry reaches Placements as a change (they re-evaluate on changes
+// only, and count an expired score as 0 only when something else makes them look).
 type Writer struct {
 	client  clusterclient.Interface
 	opts    Options
@@ -115,10 +131,18 @@ type Writer struct {
 	npending int
 	closed   bool
 	backoff  map[Key]time.Duration // next wait of an object whose writes fail transiently
+	// held are objects in backoff, with when their next try is due: arrivals join the pending
+	// updates and wait for it rather than shortening it to the coalescing window.
+	held map[Key]time.Time
+	// expiries is when each known object's first score expires: the object is rewritten then.
+	expiries map[Key]time.Time
+	// resources are, per cluster, the AddOnPlacementScores known to exist (MaxResourcesPerCluster).
+	resources map[string]map[string]struct{}
 
-	// objects caches the last version written or read per object, so a write normally needs no
-	// read. A stale copy costs one conflict and a re-read.
-	objects sync.Map // Key -> *clusterv1alpha1.AddOnPlacementScore
+	// objects caches the last version written or read per object (Key -> *AddOnPlacementScore),
+	// so a write normally needs no read. A stale copy costs one conflict and a re-read; answers
+	// that write nothing are never given from it unconfirmed.
+	objects *lru.Cache
 }
 
 // NewWriter creates a writer with opts (start from DefaultOptions). Call Run to start writing.
@@ -127,14 +151,18 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		return nil, err
 	}
 	return &Writer{
-		client:  client,
-		opts:    opts,
-		log:     log,
-		metrics: metrics,
-		now:     time.Now,
-		queue:   workqueue.NewTypedDelayingQueue[Key](),
-		pending: map[Key][]*Update{},
-		backoff: map[Key]time.Duration{},
+		client:    client,
+		opts:      opts,
+		log:       log,
+		metrics:   metrics,
+		now:       time.Now,
+		queue:     workqueue.NewTypedDelayingQueue[Key](),
+		pending:   map[Key][]*Update{},
+		backoff:   map[Key]time.Duration{},
+		held:      map[Key]time.Time{},
+		expiries:  map[Key]time.Time{},
+		resources: map[string]map[string]struct{}{},
+		objects:   lru.New(opts.CachedObjects),
 	}, nil
 }
 
@@ -158,15 +186,19 @@ func (w *Writer) Submit(us ...*Update) error {
 		return ErrOverloaded
 	}
 	now := time.Now()
+	var wake []Key
 	for _, u := range us {
 		u.arrived = now
 		w.pending[u.Key] = append(w.pending[u.Key], u)
+		if _, held := w.held[u.Key]; !held {
+			wake = append(wake, u.Key)
+		}
 	}
 	w.npending += len(us)
 	w.mu.Unlock()
-	for _, u := range us {
+	for _, k := range wake {
 		// AddAfter keeps the earliest due time of a key already waiting: the window never stretches.
-		w.queue.AddAfter(u.Key, w.opts.Window)
+		w.queue.AddAfter(k, w.opts.Window)
 	}
 	return nil
 }
@@ -195,6 +227,9 @@ func (w *Writer) Run(ctx context.Context) {
 	w.mu.Unlock()
 	w.queue.ShutDownWithDrain()
 	wg.Wait()
+	// ShutDownWithDrain stops only the queue inside: the delaying queue's own goroutine (which
+	// holds the AddAfter timers) stops with ShutDown.
+	w.queue.ShutDown()
 	w.mu.Lock()
 	left := w.pending
 	w.pending = map[Key][]*Update{}
@@ -212,64 +247,140 @@ func (w *Writer) take(key Key) []*Update {
 	return us
 }
 
+// waitBackoff reports whether key is held by a backoff that has not run out; if so it queues the
+// key again for when it does (the queue keeps only a key's earliest due time, so an earlier wake-up
+// may have replaced that one).
+func (w *Writer) waitBackoff(key Key) bool {
+	w.mu.Lock()
+	due, ok := w.held[key]
+	if ok && !time.Now().Before(due) {
+		delete(w.held, key)
+		ok = false
+	}
+	w.mu.Unlock()
+	if ok {
+		w.queue.AddAfter(key, time.Until(due))
+	}
+	return ok
+}
+
 // flush writes every pending update of one object in one status update (plus a create the first
 // time), re-reading and re-planning on conflict. A transient failure does not hold the worker: the
 // updates go back to pending and the object is queued again after a backoff, until each update's
-// deadline (RetryFor after its first attempt) has passed.
+// deadline (RetryFor after its first attempt) has passed. With no updates it removes the object's
+// expired scores, if any.
 func (w *Writer) flush(ctx context.Context, key Key) {
-	us := w.take(key)
-	if len(us) == 0 {
+	if w.waitBackoff(key) {
 		return
 	}
-	w.metrics.batchSize.Observe(float64(len(us)))
+	defer w.scheduleExpiry(key)
+	us := w.take(key)
+	if len(us) == 0 && !w.expiryDue(key) {
+		return
+	}
+	if len(us) > 0 {
+		w.metrics.batchSize.Observe(float64(len(us)))
+	}
 	now := time.Now()
 	for _, u := range us {
 		if u.deadline.IsZero() {
 			u.deadline = now.Add(w.opts.RetryFor)
 		}
 	}
-	conflicts := 0
+	w.mu.Lock()
+	retrying := w.backoff[key] > 0
+	w.mu.Unlock()
+
 	cur := w.cached(key)
-	for {
-		res, err := w.attempt(ctx, key, cur, us)
-		if err == nil {
-			w.mu.Lock()
-			delete(w.backoff, key)
-			w.mu.Unlock()
-			w.resolve(us, res)
-			return
-		}
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			conflicts++
-			if conflicts > w.opts.MaxConflicts {
-				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
-				return
-			}
-			// Re-read: the object changed under us. Unreadable counts as missing: a create
-			// then either works or conflicts and reads again.
-			cur, _ = w.read(ctx, key)
-			continue
-		}
+	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
+	// holds, not a copy from an earlier write that someone may have deleted since.
+	confirmed := false
+	conflicts := 0
+	fail := func(err error) {
 		f := classify(err)
 		if !f.wait || ctx.Err() != nil {
 			w.log.Warn("write failed", "object", key.String(), "reason", f.reason, "err", err)
+			w.forgetBackoff(key)
+			w.giveUpExpiry(key, us)
 			w.resolveAll(us, failed(f.reason, f.redeliver, err.Error()))
 			return
 		}
 		w.retryLater(key, us, f.reason, err)
-		return
+	}
+	for {
+		// After a failure the object's state is unknown; an expiry with no copy at hand, or an
+		// object that may have to be created over the per-cluster bound, needs the hub's word too.
+		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key)) {
+			var err error
+			if cur, err = w.load(ctx, key); err != nil {
+				fail(err)
+				return
+			}
+			confirmed = true
+		}
+		p := makePlan(cur, us, w.now())
+		if !p.changed {
+			if len(us) > 0 && cur != nil && !confirmed {
+				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
+				var err error
+				if cur, err = w.load(ctx, key); err != nil {
+					fail(err)
+					return
+				}
+				confirmed = true
+				continue
+			}
+			w.forgetBackoff(key)
+			w.resolve(us, attemptResult{plan: p, rv: resourceVersion(cur)})
+			return
+		}
+		if cur == nil && w.atResourceBound(key) {
+			w.forgetBackoff(key)
+			w.resolveAll(us, failed(ReasonTooManyResources, false, fmt.Sprintf(
+				"cluster %s already has the %d AddOnPlacementScores the writer keeps per cluster (--max-resources-per-cluster): resource %s is not created",
+				key.Cluster, w.opts.MaxResourcesPerCluster, key.Resource)))
+			return
+		}
+		res, err := w.attempt(ctx, key, cur, p)
+		if err == nil {
+			w.forgetBackoff(key)
+			w.resolve(us, res)
+			return
+		}
+		switch {
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (apierrors.IsNotFound(err) && cur != nil):
+			// The object changed under us, or is gone (deleted, or its namespace re-created):
+			// re-read and plan again; a missing object is created anew.
+			conflicts++
+			if conflicts > w.opts.MaxConflicts {
+				w.forgetBackoff(key)
+				w.giveUpExpiry(key, us)
+				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
+				return
+			}
+			if cur, err = w.load(ctx, key); err != nil {
+				fail(err)
+				return
+			}
+			confirmed = true
+		default:
+			fail(err)
+			return
+		}
 	}
 }
 
 // retryLater fails the updates whose deadline comes before the next try and puts the others back
-// in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s).
+// in front of whatever arrived meanwhile, to be written after a backoff (doubling, up to 2s). The
+// object is held until then: new arrivals wait for the same try.
 func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err error) {
-	w.objects.Delete(key) // its state is unknown: read it before the next write
+	w.objects.Remove(key) // its state is unknown: read it before the next write
 	w.mu.Lock()
 	wait := max(w.backoff[key], 50*time.Millisecond)
 	w.backoff[key] = min(2*wait, 2*time.Second)
-	w.mu.Unlock()
 	due := time.Now().Add(wait)
+	w.held[key] = due
+	w.mu.Unlock()
 	var keep, give []*Update
 	for _, u := range us {
 		if u.deadline.Before(due) {
@@ -282,14 +393,27 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 		w.log.Warn("write failed, retries used up", "object", key.String(), "reason", reason, "err", err, "updates", len(give))
 		w.resolveAll(give, failed(reason, true, err.Error()))
 	}
-	if len(keep) == 0 {
-		return
+	if len(us) > 0 && len(keep) == 0 {
+		// Nothing of this write is retried: the next arrival starts a fresh backoff.
+		w.mu.Lock()
+		delete(w.backoff, key)
+		w.mu.Unlock()
 	}
-	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String())
+	w.log.Debug("write failed, retrying", "object", key.String(), "err", err, "backoff", wait.String(), "updates", len(keep))
 	w.mu.Lock()
 	w.pending[key] = append(keep, w.pending[key]...)
+	if len(w.pending[key]) == 0 {
+		delete(w.pending, key)
+	}
 	w.mu.Unlock()
+	// Always queued: updates that arrived while held wait for this try, and so may an expiry.
 	w.queue.AddAfter(key, wait)
+}
+
+func (w *Writer) forgetBackoff(key Key) {
+	w.mu.Lock()
+	delete(w.backoff, key)
+	w.mu.Unlock()
 }
 
 type attemptResult struct {
@@ -297,17 +421,9 @@ type attemptResult struct {
 	rv   string
 }
 
-// attempt plans against cur (nil: not known to exist) and writes. Any error means nothing of this
-// plan is known to have landed, and the caller re-reads and plans again.
-func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, us []*Update) (attemptResult, error) {
-	p := makePlan(cur, us, w.now())
-	if !p.changed {
-		rv := ""
-		if cur != nil {
-			rv = cur.ResourceVersion
-		}
-		return attemptResult{plan: p, rv: rv}, nil
-	}
+// attempt writes p over cur (nil: not on the hub, so created first). Any error means nothing of
+// this plan is known to have landed, and the caller re-reads and plans again.
+func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, p plan) (attemptResult, error) {
 	api := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster)
 	base := cur
 	if base == nil {
@@ -318,7 +434,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		if err != nil {
 			return attemptResult{}, err
 		}
-		w.objects.Store(key, base)
+		w.seen(key, base)
 	}
 	next := base.DeepCopy()
 	next.Status = p.status
@@ -329,28 +445,117 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 	if err != nil {
 		return attemptResult{}, err
 	}
-	w.objects.Store(key, written)
-	w.observeScores(key, written, p.expired)
+	w.seen(key, written)
+	w.observeScores(key, cur, written, p.expired)
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
+func resourceVersion(obj *clusterv1alpha1.AddOnPlacementScore) string {
+	if obj == nil {
+		return ""
+	}
+	return obj.ResourceVersion
+}
+
 func (w *Writer) cached(key Key) *clusterv1alpha1.AddOnPlacementScore {
-	if v, ok := w.objects.Load(key); ok {
+	if v, ok := w.objects.Get(key); ok {
 		return v.(*clusterv1alpha1.AddOnPlacementScore)
 	}
 	return nil
 }
 
-// read gets the object and caches it; on any error it forgets it and returns nil.
-func (w *Writer) read(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, error) {
+// load reads the object from the hub: nil without error when it does not exist.
+func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, error) {
 	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(ctx, key.Resource, metav1.GetOptions{})
 	w.count("get", err)
-	if err != nil {
-		w.objects.Delete(key)
+	switch {
+	case apierrors.IsNotFound(err):
+		w.gone(key)
+		return nil, nil
+	case err != nil:
+		w.objects.Remove(key)
 		return nil, err
 	}
-	w.objects.Store(key, obj)
+	w.seen(key, obj)
 	return obj, nil
+}
+
+// seen records obj as what the hub holds for key: cached, counted against its cluster's bound,
+// and its next expiry noted.
+func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
+	w.objects.Add(key, obj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := w.resources[key.Cluster]
+	if names == nil {
+		names = map[string]struct{}{}
+		w.resources[key.Cluster] = names
+	}
+	names[key.Resource] = struct{}{}
+	if t, ok := nextExpiry(obj); ok {
+		w.expiries[key] = t
+	} else {
+		delete(w.expiries, key)
+	}
+}
+
+// gone forgets an object the hub no longer has, with its score series.
+func (w *Writer) gone(key Key) {
+	w.objects.Remove(key)
+	w.mu.Lock()
+	if names := w.resources[key.Cluster]; names != nil {
+		delete(names, key.Resource)
+		if len(names) == 0 {
+			delete(w.resources, key.Cluster)
+		}
+	}
+	delete(w.expiries, key)
+	w.mu.Unlock()
+	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
+}
+
+// atResourceBound reports whether creating key would exceed its cluster's bound.
+func (w *Writer) atResourceBound(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := w.resources[key.Cluster]
+	if _, ok := names[key.Resource]; ok {
+		return false
+	}
+	return len(names) >= w.opts.MaxResourcesPerCluster
+}
+
+// giveUpExpiry forgets the expiry of an object whose rewrite at expiry (a flush without updates)
+// failed for good, so that it is not retried at once, forever; its next read or write schedules it
+// again. A failed write of updates keeps it: the rewrite at expiry is tried on its own.
+func (w *Writer) giveUpExpiry(key Key, us []*Update) {
+	if len(us) > 0 {
+		return
+	}
+	w.mu.Lock()
+	delete(w.expiries, key)
+	w.mu.Unlock()
+}
+
+// expiryDue reports whether one of key's scores has expired by now.
+func (w *Writer) expiryDue(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.expiries[key]
+	return ok && !t.After(w.now())
+}
+
+// scheduleExpiry queues key for when its first score expires. Called after every flush: the queue
+// keeps one due time per key, so a wake-up for new updates may have replaced this one.
+func (w *Writer) scheduleExpiry(key Key) {
+	w.mu.Lock()
+	t, ok := w.expiries[key]
+	closed := w.closed
+	w.mu.Unlock()
+	if ok && !closed {
+		// A little after: a score whose validUntil equals now has expired.
+		w.queue.AddAfter(key, t.Sub(w.now())+time.Millisecond)
+	}
 }
 
 func (w *Writer) count(verb string, err error) {
@@ -364,12 +569,25 @@ func (w *Writer) count(verb string, err error) {
 	w.metrics.apiRequests.WithLabelValues(verb, result).Inc()
 }
 
-func (w *Writer) observeScores(key Key, obj *clusterv1alpha1.AddOnPlacementScore, expired []string) {
-	for _, s := range obj.Status.Scores {
+// observeScores sets the score series of what was written and deletes those of scores it no
+// longer has (expired, or removed by someone else).
+func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlacementScore, expired []string) {
+	kept := map[string]bool{}
+	for _, s := range after.Status.Scores {
+		kept[s.Name] = true
 		w.metrics.score.WithLabelValues(key.Cluster, key.Resource, s.Name).Set(float64(s.Value))
 	}
+	if before != nil {
+		for _, s := range before.Status.Scores {
+			if !kept[s.Name] {
+				w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, s.Name)
+			}
+		}
+	}
 	for _, name := range expired {
-		w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
+		if !kept[name] {
+			w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
+		}
 	}
 }
 

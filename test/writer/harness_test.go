@@ -67,10 +67,11 @@ type server struct {
 }
 
 type serverOpts struct {
-	writer   scorewriter.Options
+	writer   scorewriter.Options // non-zero fields replace the defaults
 	ttl      time.Duration
-	remember int // bytes of answers recalled (default scorewriter.DefaultRememberBytes)
-	pending  int // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
+	remember int          // bytes of answers recalled (default scorewriter.DefaultRememberBytes)
+	pending  int          // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
+	hub      *rest.Config // where the writer writes (default: the hub itself); the informer always reads the hub
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -90,6 +91,14 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fastClient(t)
+	writeClient := client
+	if o.hub != nil {
+		c, err := clusterclient.NewForConfig(o.hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeClient = c
+	}
 	fn := function.New("score-writer", "test")
 	mcs := scorewriter.WatchManagedClusters(ctx, client)
 	deadline := time.Now().Add(30 * time.Second)
@@ -105,7 +114,13 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	if o.writer.RetryFor != 0 {
 		opts.RetryFor = o.writer.RetryFor
 	}
-	w, err := scorewriter.NewWriter(client, opts, metrics, fn.Log)
+	if o.writer.Window != 0 {
+		opts.Window = o.writer.Window
+	}
+	if o.writer.MaxResourcesPerCluster != 0 {
+		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
+	}
+	w, err := scorewriter.NewWriter(writeClient, opts, metrics, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

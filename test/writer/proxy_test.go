@@ -1,0 +1,71 @@
+package writer
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// throttlingHub is a reverse proxy in front of the real kube-apiserver that answers 429 Too Many
+// Requests to AddOnPlacementScore requests while throttling is on, as an overloaded hub (or its
+// API priority and fairness) does, and counts those requests.
+type throttlingHub struct {
+	url       string
+	until     atomic.Int64 // unix nanoseconds: throttle until then
+	requests  atomic.Int64 // AddOnPlacementScore requests seen
+	throttled atomic.Int64 // of which answered 429
+}
+
+func newThrottlingHub(t testing.TB) *throttlingHub {
+	t.Helper()
+	target, err := url.Parse(hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(hub.Config) // the hub's TLS and credentials
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1
+	p := &throttlingHub{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/addonplacementscores") {
+			p.requests.Add(1)
+			if time.Now().UnixNano() < p.until.Load() {
+				p.throttled.Add(1)
+				// No Retry-After: client-go would retry by itself and hide the writer's behaviour.
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_ = json.NewEncoder(w).Encode(metav1.Status{
+					TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+					Status:   metav1.StatusFailure, Code: http.StatusTooManyRequests,
+					Reason: metav1.StatusReasonTooManyRequests, Message: "throttled by the test proxy",
+				})
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+// throttleFor answers 429 from now for d.
+func (p *throttlingHub) throttleFor(d time.Duration) { p.until.Store(time.Now().Add(d).UnixNano()) }
+
+// config is a client configuration for the writer that goes through the proxy.
+func (p *throttlingHub) config() *rest.Config {
+	return &rest.Config{Host: p.url, QPS: 1000, Burst: 2000}
+}
