@@ -14,7 +14,6 @@ package knlocal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -349,7 +348,19 @@ func (k *Knative) Processes() []int {
 	return pids
 }
 
-var errNotReady = errors.New("not ready")
+// Crashed names the Knative processes that have exited while the stack runs, with how (a panic
+// in the dispatcher, say): on a cluster their pods would be restarting, and events lost.
+func (k *Knative) Crashed() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, p := range k.procs {
+		if exited, err := p.Exited(); exited {
+			out = append(out, fmt.Sprintf("%s (%v; log %s)", p.Name, err, filepath.Join(k.LogDir, p.Name+".log")))
+		}
+	}
+	return out
+}
 
 // restConfig is the hub's admin config.
 func (k *Knative) restConfig() *rest.Config { return k.hub.Config }

@@ -179,6 +179,12 @@ func TestLargeRefusalIsDeadLetteredWithoutCrashingTheDispatcher(t *testing.T) {
 		t.Fatalf("broker answered %d", st)
 	}
 	eventually(t, 60*time.Second, "no write.failed for the refused fleet event", func() bool { return len(observed.results(e.ID())) > 0 })
+	if r := observed.results(e.ID())[0]; r.Reason != contract.ReasonDeadLettered {
+		t.Errorf("answer to the refused fleet event: %+v, want DeadLettered", r)
+	}
+	if crashed := stack.Knative.Crashed(); len(crashed) > 0 {
+		t.Fatalf("Knative crashed: %v", crashed)
+	}
 	// The dispatcher still routes: a metric change still moves a score.
 	TestMetricChangeMovesThePlacement(t)
 }

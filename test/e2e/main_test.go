@@ -101,7 +101,13 @@ spec:
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	// Every scenario must leave Knative running: a crashed dispatcher loses every in-flight event.
+	if crashed := stack.Knative.Crashed(); len(crashed) > 0 {
+		fmt.Fprintln(os.Stderr, "Knative processes crashed during the tests:", crashed)
+		code = 1
+	}
+	return code
 }
 
 // applyYAML applies YAML to the hub through Knative's webhook, as kubectl apply would.
