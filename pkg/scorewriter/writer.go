@@ -70,6 +70,8 @@ type Options struct {
 	RetryFor time.Duration
 	// MaxPending bounds accepted, unwritten updates; beyond it Submit refuses.
 	MaxPending int
+	// Masks, when set, turns scores off: see planMasked.
+	Masks Masks
 }
 
 // DefaultOptions are the writer's defaults (and its flags').
@@ -300,7 +302,10 @@ type attemptResult struct {
 // attempt plans against cur (nil: not known to exist) and writes. Any error means nothing of this
 // plan is known to have landed, and the caller re-reads and plans again.
 func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, us []*Update) (attemptResult, error) {
-	p := makePlan(cur, us, w.now())
+	cur, p, err := w.planMasked(ctx, key, cur, us)
+	if err != nil {
+		return attemptResult{}, err
+	}
 	if !p.changed {
 		rv := ""
 		if cur != nil {
@@ -378,7 +383,7 @@ func (w *Writer) resolve(us []*Update, res attemptResult) {
 	for i, d := range res.plan.decisions {
 		switch {
 		case d.written:
-			out[i] = contract.ItemResult{Outcome: contract.OutcomeWritten, ResourceVersion: res.rv}
+			out[i] = contract.ItemResult{Outcome: contract.OutcomeWritten, ResourceVersion: res.rv, Reason: d.reason, Message: d.message}
 		case d.rejected:
 			out[i] = failed(d.reason, false, d.message)
 		default:
