@@ -172,6 +172,8 @@ func (c *Config) Validate() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	// Resolved as a ping would be, with a stand-in for the bridge's own Prometheus (a flag, not
+	// part of the configuration).
 	_, err := c.resolve(nil, Options{PrometheusURL: "http://prometheus.invalid"})
 	return err
 }
