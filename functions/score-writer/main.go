@@ -11,6 +11,7 @@ import (
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/masks"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
@@ -31,6 +32,8 @@ func main() {
 	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
 	fn.Flags.IntVar(&opts.MaxResourcesPerCluster, "max-resources-per-cluster", opts.MaxResourcesPerCluster, "AddOnPlacementScores the writer keeps per cluster namespace; creating one more is refused (TooManyResources)")
 	fn.Flags.IntVar(&opts.CachedObjects, "cached-objects", opts.CachedObjects, "AddOnPlacementScores remembered between writes (least recently used are read again when needed)")
+	maskFile := fn.Flags.String("masks-file", "", "YAML list of score masks, [{cluster, resource, score}], usually a mounted ConfigMap: a masked score is not written and is removed from its object (empty: none)")
+	maskEvery := fn.Flags.Duration("masks-interval", 2*time.Second, "how often the masks file is checked for a new content")
 
 	fn.Main(func(ctx context.Context) error {
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -39,6 +42,16 @@ func main() {
 		}
 		cfg.QPS, cfg.Burst = float32(*qps), *burst
 		cfg.UserAgent = "scoreflow-score-writer"
+		var mf *masks.File
+		if *maskFile != "" {
+			if *maskEvery <= 0 {
+				return fmt.Errorf("--masks-interval must be positive, not %v", *maskEvery)
+			}
+			if mf, err = masks.Open(*maskFile, fn.Log, fn.Registry); err != nil {
+				return err
+			}
+			opts.Masks = mf
+		}
 		client, err := clusterclient.NewForConfig(cfg)
 		if err != nil {
 			return err
@@ -56,6 +69,20 @@ func main() {
 		done := make(chan struct{})
 		wctx, stopWriter := context.WithCancel(context.Background())
 		go func() { w.Run(wctx); close(done) }()
+		if mf != nil {
+			// Scores masked before the start, or while the writer ran, leave their objects now.
+			enforce := func(es []masks.Entry) {
+				keys := make([]scorewriter.Key, len(es))
+				for i, e := range es {
+					keys[i] = scorewriter.Key{Cluster: e.Cluster, Resource: e.Resource}
+				}
+				if err := w.EnforceMasks(keys...); err != nil {
+					fn.Log.Warn("masked scores are removed at their objects' next updates", "err", err)
+				}
+			}
+			enforce(mf.Set().Entries())
+			go mf.Watch(ctx, *maskEvery, enforce)
+		}
 		err = fn.Serve(ctx, h.Handle, h.FailureReply)
 		// Every request has been answered (after its write, or 503), so what the writer still
 		// holds belongs to no waiting request: stop it.

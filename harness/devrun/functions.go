@@ -84,8 +84,14 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 	mounts := map[string]string{} // mount path -> local dir
 	for _, m := range c.VolumeMounts {
 		vol := findVolume(spec.Volumes, m.Name)
+		if vol != nil && optionalSecrets(vol) {
+			// Secrets are not part of deploy/: locally they are absent, as an optional Secret
+			// nobody created is in a cluster. The mount point is an empty local directory.
+			mounts[m.MountPath] = filepath.Join(dir, m.Name)
+			continue
+		}
 		if vol == nil || vol.ConfigMap == nil {
-			return nil, fmt.Errorf("volume %q: only ConfigMap volumes run locally", m.Name)
+			return nil, fmt.Errorf("volume %q: only ConfigMap volumes and optional Secrets run locally", m.Name)
 		}
 		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, vol.ConfigMap.Name)
 		if !ok {
@@ -122,6 +128,23 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 		f.Env[e.Name] = v
 	}
 	return f, nil
+}
+
+// optionalSecrets reports whether a volume holds nothing but optional Secrets.
+func optionalSecrets(v *corev1.Volume) bool {
+	optional := func(b *bool) bool { return b != nil && *b }
+	switch {
+	case v.Secret != nil:
+		return optional(v.Secret.Optional)
+	case v.Projected != nil && len(v.Projected.Sources) > 0:
+		for _, src := range v.Projected.Sources {
+			if src.Secret == nil || !optional(src.Secret.Optional) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func findVolume(vols []corev1.Volume, name string) *corev1.Volume {

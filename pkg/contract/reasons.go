@@ -19,6 +19,7 @@ const (
 	// Outcomes that write nothing and are not failures.
 	ReasonDuplicate Reason = "Duplicate" // this event (source and id) was applied before
 	ReasonStale     Reason = "Stale"     // newer scores (by event time) are already applied
+	ReasonMasked    Reason = "Masked"    // a score mask turns this score off for this cluster: not written, removed if present
 
 	// Hub problems.
 	ReasonConflict    Reason = "Conflict"    // optimistic-concurrency retries ran out (retriable)

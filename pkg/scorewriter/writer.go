@@ -79,6 +79,8 @@ type Options struct {
 	// CachedObjects bounds the objects remembered between writes (least recently used go first;
 	// a forgotten object costs one read at its next write).
 	CachedObjects int
+	// Masks, when set, turns scores off: see planMasked.
+	Masks Masks
 }
 
 // DefaultOptions are the writer's defaults (and its flags').
@@ -318,7 +320,14 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 			}
 			confirmed = true
 		}
-		p := makePlan(cur, us, w.now())
+		read, p, err := w.planMasked(ctx, key, cur, us)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if read != cur {
+			cur, confirmed = read, true
+		}
 		if !p.changed {
 			if len(us) > 0 && cur != nil && !confirmed {
 				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
@@ -596,7 +605,7 @@ func (w *Writer) resolve(us []*Update, res attemptResult) {
 	for i, d := range res.plan.decisions {
 		switch {
 		case d.written:
-			out[i] = contract.ItemResult{Outcome: contract.OutcomeWritten, ResourceVersion: res.rv}
+			out[i] = contract.ItemResult{Outcome: contract.OutcomeWritten, ResourceVersion: res.rv, Reason: d.reason, Message: d.message}
 		case d.rejected:
 			out[i] = failed(d.reason, false, d.message)
 		default:

@@ -15,6 +15,8 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/dsf"
+	"github.com/scoreflow/scoreflow/pkg/masks"
 	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
 	"github.com/scoreflow/scoreflow/pkg/scorers/health"
 	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
@@ -51,6 +53,10 @@ var pingConfigs = map[string]func(data []byte) error{
 		var c health.PingConfig
 		return decodeValidate(b, &c)
 	},
+	"dsf-bridge": func(b []byte) error {
+		var c dsf.Config
+		return decodeValidate(b, &c)
+	},
 }
 
 func decodeValidate(b []byte, c interface{ Validate() error }) error {
@@ -60,10 +66,11 @@ func decodeValidate(b []byte, c interface{ Validate() error }) error {
 	return c.Validate()
 }
 
-// TestPingSourceConfigs: each PingSource's data is a configuration its scorer accepts, and the
-// static-scorer's resources exist in the table it is deployed with.
+// TestPingSourceConfigs: each PingSource's data (the DSF examples' too) is a configuration its
+// scorer accepts, the static-scorer's resources exist in the table it is deployed with, and every
+// token Secret a dsf-bridge configuration names is mounted where the bridge reads it.
 func TestPingSourceConfigs(t *testing.T) {
-	s := load(t, setHub)
+	s := load(t, setHubDSF)
 	if len(s.PingSources) == 0 {
 		t.Fatal("no PingSources")
 	}
@@ -81,6 +88,9 @@ func TestPingSourceConfigs(t *testing.T) {
 			if err := decode([]byte(ps.Spec.Data)); err != nil {
 				t.Errorf("%s: %s refuses this configuration: %v", it.Source, fn, err)
 			}
+			if fn == "dsf-bridge" {
+				checkDSFTokens(t, s, it.Source, []byte(ps.Spec.Data))
+			}
 			if fn == "static-scorer" {
 				var c static.Config
 				_ = contract.DecodeJSON([]byte(ps.Spec.Data), &c)
@@ -97,6 +107,63 @@ func TestPingSourceConfigs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkDSFTokens: each auth.tokenSecretRef{name, key} of a dsf-bridge configuration is a Secret
+// defined with that key, projected into the bridge's TOKEN_DIR as <name>/<key>.
+func checkDSFTokens(t *testing.T, s *manifests.Set, src manifests.Source, data []byte) {
+	t.Helper()
+	var c dsf.Config
+	if err := contract.DecodeJSON(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	var refs []*dsf.SecretKeyRef
+	if c.Source != nil && c.Source.Auth != nil && c.Source.Auth.TokenSecretRef != nil {
+		refs = append(refs, c.Source.Auth.TokenSecretRef)
+	}
+	if c.Scoring != nil && c.Scoring.Auth != nil && c.Scoring.Auth.TokenSecretRef != nil {
+		refs = append(refs, c.Scoring.Auth.TokenSecretRef)
+	}
+	if len(refs) == 0 {
+		return
+	}
+	svc, ok := manifests.Find(s.Services, Namespace, "dsf-bridge")
+	if !ok {
+		t.Fatal("dsf-bridge service not found")
+	}
+	spec := svc.Object.Spec.Template.Spec
+	dir := envValue(spec.Containers[0], "TOKEN_DIR")
+	for _, ref := range refs {
+		if sec, ok := manifests.Find(s.Secrets, Namespace, ref.Name); !ok {
+			t.Errorf("%s: Secret %s is not defined", src, ref.Name)
+		} else if _, ok := sec.Object.StringData[ref.Key]; !ok {
+			if _, ok := sec.Object.Data[ref.Key]; !ok {
+				t.Errorf("%s: Secret %s has no key %s", src, ref.Name, ref.Key)
+			}
+		}
+		found := false
+		for _, m := range spec.Containers[0].VolumeMounts {
+			if m.MountPath != dir {
+				continue
+			}
+			for _, v := range spec.Volumes {
+				if v.Name != m.Name || v.Projected == nil {
+					continue
+				}
+				for _, p := range v.Projected.Sources {
+					if p.Secret == nil || p.Secret.Name != ref.Name {
+						continue
+					}
+					for _, item := range p.Secret.Items {
+						found = found || (item.Key == ref.Key && item.Path == ref.Name+"/"+ref.Key)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: tokenSecretRef %s/%s is not projected into the dsf-bridge's TOKEN_DIR %s as %s/%s (deploy/dsf-bridge.yaml, volume scorer-tokens)", src, ref.Name, ref.Key, dir, ref.Name, ref.Key)
+		}
 	}
 }
 
@@ -207,6 +274,15 @@ func TestFunctionConfigs(t *testing.T) {
 		}
 		if _, err := static.Parse(data); err != nil {
 			t.Errorf("table: %v", err)
+		}
+	})
+	t.Run("score-writer MASKS_FILE", func(t *testing.T) {
+		data, err := mountedFile(hub, "score-writer", "MASKS_FILE")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := masks.Parse(data); err != nil {
+			t.Errorf("masks: %v", err)
 		}
 	})
 	t.Run("latency agent CONFIG_FILE", func(t *testing.T) {
