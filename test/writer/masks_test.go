@@ -196,7 +196,7 @@ func startMaskedWriter(t *testing.T, maskPath string) *server {
 	}
 	enforce(mf.Set().Entries())
 	go mf.Watch(ctx, 20*time.Millisecond, enforce)
-	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: time.Hour, MaxClockSkew: 2 * time.Minute, RememberItems: 100000, Source: fn.Source()})
+	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: time.Hour, MaxClockSkew: 2 * time.Minute, Source: fn.Source()})
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {
 		srv.Close()
