@@ -14,6 +14,8 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	Prometheus    = "prometheus"
 	Placement     = "placement"
+	// GovernancePolicyPropagator is the governance policy framework's hub controller.
+	GovernancePolicyPropagator = "governance-policy-propagator"
 )
 
 // BinDir is where `make tools` puts binaries: $SCOREFLOW_CACHE/bin, by default
