@@ -101,13 +101,25 @@ func truncate(s string) string {
 func (h *Handler) failed(in contract.EventRef, status int, reason contract.Reason, message string) function.Response {
 	message = truncate(message)
 	h.Log.Info("optimisation refused", "status", status, "reason", reason, "message", message, "source", in.Source, "id", in.ID)
-	e := h.event(TypeFailed, Failure{Input: &in, Reason: reason, Message: message, Retriable: status >= 500})
+	e := h.event(TypeFailed, Failure{Input: shortRef(in), Reason: reason, Message: message, Retriable: status >= 500})
 	return function.Response{Status: status, Event: &e}
+}
+
+// shortRef bounds the sender-chosen attributes echoed in a failure, so that the whole body stays
+// under the dispatcher's limit whatever the sender put in them.
+func shortRef(in contract.EventRef) *contract.EventRef {
+	cut := func(s string, n int) string {
+		if len(s) > n {
+			return s[:n-3] + "..."
+		}
+		return s
+	}
+	return &contract.EventRef{Source: cut(in.Source, 80), ID: cut(in.ID, 60), Type: cut(in.Type, 60)}
 }
 
 // FailureReply answers requests that are not usable CloudEvents with optimize.failed.
 func (h *Handler) FailureReply(in contract.EventRef, reason contract.Reason, message string) *event.Event {
-	e := h.event(TypeFailed, Failure{Input: &in, Reason: reason, Message: truncate(message)})
+	e := h.event(TypeFailed, Failure{Input: shortRef(in), Reason: reason, Message: truncate(message)})
 	return &e
 }
 

@@ -479,6 +479,15 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("long attributes and message stay under 700 bytes", func(t *testing.T) {
+		e := request(optimizer.TypeRequested, with(func(p *optimizer.Params) { p.TargetWorkloads[0].Name = strings.Repeat("w", 253) }))
+		e.SetSource("test/" + strings.Repeat("s", 2000))
+		e.SetID(strings.Repeat("i", 2000))
+		status, reply := functest.Send(t, url, e)
+		if status != 422 || reply == nil || len(reply.Data()) >= 700 {
+			t.Fatalf("status %d, body %d bytes", status, len(reply.Data()))
+		}
+	})
 	t.Run("wrong type", func(t *testing.T) {
 		status, reply := functest.Send(t, url, request("io.scoreflow.other", map[string]any{}))
 		if status != 400 || reply == nil || reply.Type() != optimizer.TypeFailed {
