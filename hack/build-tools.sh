@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real servers that tests and `make run` use (kube-apiserver, etcd, Prometheus, the OCM
-# placement controller, the Knative Eventing processes) from pinned Go modules under tools/, into a
-# cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its
-# ldflags or the Go version change.
+# placement controller, the Knative Eventing processes, the governance policy propagator) from
+# pinned Go modules under tools/, into a cache outside the clone. A tool is rebuilt only when its
+# tools/<name>/go.mod or go.sum, its ldflags or the Go version change.
 #
 # usage: hack/build-tools.sh [tool ...]     (default: all)
 # env:   SCOREFLOW_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow)
@@ -23,6 +23,7 @@ declare -A pkg=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [prometheus]=github.com/prometheus/prometheus/cmd/prometheus
   [placement]=open-cluster-management.io/ocm/cmd/placement
+  [governance-policy-propagator]=open-cluster-management.io/governance-policy-propagator
   [knative]="$(printf 'knative.dev/eventing/cmd/%s ' apiserver_receive_adapter broker/filter broker/ingress \
     controller in_memory/channel_controller in_memory/channel_dispatcher mtchannel_broker mtping webhook)"
 )
@@ -33,7 +34,7 @@ k8s_minor=${k8s#v1.}; k8s_minor=${k8s_minor%%.*}
 declare -A ldflags=(
   [kube-apiserver]="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
 )
-order=(etcd kube-apiserver prometheus placement knative)
+order=(etcd kube-apiserver prometheus placement knative governance-policy-propagator)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 

@@ -255,7 +255,8 @@ func (s *Stack) servePlayer(ctx context.Context, set *manifests.Set) error {
 	return nil
 }
 
-// topology creates the demo clusters, their cluster set and the Placement.
+// topology creates the demo clusters, their cluster set, the Placement, and the optimiser demo's
+// policies and workload.
 func (s *Stack) topology(ctx context.Context) error {
 	if err := s.Hub.AddClusterSet(ctx, ClusterSet, Namespace); err != nil {
 		return err
@@ -267,6 +268,9 @@ func (s *Stack) topology(ctx context.Context) error {
 		if err := s.Hub.MarkAvailable(ctx, c); err != nil {
 			return err
 		}
+	}
+	if err := s.optimizerDemo(ctx); err != nil {
+		return err
 	}
 	p := localhub.ScorePlacement(Namespace, Placement, ClusterSet, DemoResource, DemoScoreName, 1)
 	_, err := s.Hub.Cluster.ClusterV1beta1().Placements(Namespace).Create(ctx, p, metav1.CreateOptions{})

@@ -16,6 +16,8 @@ const (
 	Placement     = "placement"
 	// Knative is a directory: one binary per Knative Eventing main (knative.dev/eventing/cmd/...).
 	Knative = "knative"
+	// GovernancePolicyPropagator is the governance policy framework's hub controller.
+	GovernancePolicyPropagator = "governance-policy-propagator"
 )
 
 // BinDir is where `make tools` puts binaries: $SCOREFLOW_CACHE/bin, by default

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/optimizer"
 )
 
 const (
@@ -234,6 +235,7 @@ func TestFunctionServices(t *testing.T) {
 	known := map[string]bool{
 		contract.TypeMetricChanged: true, contract.TypeScoreUpdated: true, contract.TypeWriteDone: true,
 		contract.TypeWriteFailed: true, contract.TypeScoreFailed: true,
+		optimizer.TypeDone: true, optimizer.TypeFailed: true, optimizer.TypeResetDone: true,
 	}
 	n := 0
 	for name, s := range allSets(t) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/optimizer"
 )
 
 const player = "cloudevents-player"
@@ -168,6 +169,11 @@ func TestRouting(t *testing.T) {
 		tc{"write.failed", newEvent(contract.TypeWriteFailed, "score-writer"), []string{player}},
 		tc{"write.failed from dead-letter", newEvent(contract.TypeWriteFailed, deadLetter), []string{player}},
 		tc{"score.failed", newEvent(contract.TypeScoreFailed, "health-scorer"), []string{player}},
+		tc{"optimize.requested", newEvent(optimizer.TypeRequested, "scoreflow-cli"), []string{player, "optimizer"}},
+		tc{"optimize.reset.requested", newEvent(optimizer.TypeResetRequested, "scoreflow-cli"), []string{player, "optimizer"}},
+		tc{"optimize.done", newEvent(optimizer.TypeDone, "optimizer"), []string{player}},
+		tc{"optimize.failed", newEvent(optimizer.TypeFailed, "optimizer"), []string{player}},
+		tc{"optimize.reset.done", newEvent(optimizer.TypeResetDone, "optimizer"), []string{player}},
 	)
 	agent := newEvent(contract.TypeScoreUpdated, "latency-scorer/cluster1")
 	agent.SetExtension("scoreflowagent", "latency")

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scoreflow/scoreflow/harness/functest"
+)
+
+func TestMain(m *testing.M) { functest.Main(m, main) }
+
+func TestHelp(t *testing.T) {
+	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--optimizer-url  [env OPTIMIZER_URL]",
+		"--read-token-file  [env READ_TOKEN_FILE]", "--optimize-token-file  [env OPTIMIZE_TOKEN_FILE]")
+}
+
+// Without a token file the server refuses to start: /mcp is never open to anyone.
+func TestNoTokenIsFatal(t *testing.T) {
+	out, code := functest.Exec(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--port", "0")
+	if code != 1 || !strings.Contains(out, "no token file") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+}

@@ -1,0 +1,54 @@
+// Command optimizer answers io.scoreflow.optimize.requested (and POST /optimize, the Dynamic
+// Scoring Framework's optimisation API) by choosing a policy per cluster and a cluster per workload
+// from the hub's AddOnPlacementScores, and writing the plan as Placements and PlacementBindings.
+// See package github.com/scoreflow/scoreflow/pkg/optimizer.
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/optimizer"
+)
+
+func main() {
+	fn := function.New("optimizer", "chooses a policy per cluster and a cluster per workload from AddOnPlacementScores and writes the plan as Placements and PlacementBindings")
+	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config)")
+	lower := fn.Flags.String("lower-is-better", "", "comma-separated AddOnPlacementScore names whose lower values are better, minimised when a request sets no preference.goal (e.g. raw power readings)")
+	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal")
+	claim := fn.Flags.String("compliance-claim", "policy-watcher-claim", "ClusterClaim a workload's cluster must carry before its Placement selects it (empty: no gate)")
+	claimValue := fn.Flags.String("compliance-value", "compliant", "value of --compliance-claim that means the cluster's policies comply")
+
+	fn.Main(func(ctx context.Context) error {
+		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err != nil {
+			return fmt.Errorf("hub config: %w", err)
+		}
+		cfg.UserAgent = "scoreflow-optimizer"
+		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, ComplianceClaim: *claim, ComplianceValue: *claimValue}}
+		for _, n := range strings.Split(*lower, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Opts.LowerIsBetter = append(o.Opts.LowerIsBetter, n)
+			}
+		}
+		if o.Cluster, err = clusterclient.NewForConfig(cfg); err != nil {
+			return err
+		}
+		if o.Work, err = workclient.NewForConfig(cfg); err != nil {
+			return err
+		}
+		if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+			return err
+		}
+		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
+		return fn.ServeHTTP(ctx, h.Mux(fn.Handler(h.Handle, h.FailureReply)))
+	})
+}
