@@ -19,9 +19,10 @@ import (
 
 // BenchmarkEndToEnd measures, over 200 metric changes that each make the other of two clusters
 // the most idle, the time from the broker accepting the metric.changed to (1) the new score on
-// the hub and (2) the Placement's decision moving, through the whole local stack (broker,
-// promql-scorer, score-writer, envtest hub, the real placement controller). Changes are sent one
-// after another, each once the previous decision has moved. Times are taken from watches.
+// the hub and (2) the Placement's decision moving, through the whole local stack (Knative
+// Eventing's broker and in-memory channel, promql-scorer, score-writer, envtest hub, the real
+// placement controller). Changes are sent one after another, each once the previous decision has
+// moved. Times are taken from watches.
 //
 //	go test ./test/e2e -run '^$' -bench EndToEnd -benchtime 1x
 func BenchmarkEndToEnd(b *testing.B) {
