@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -13,20 +12,18 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
-	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
 // TestDSFScorerThroughOnePingSource: a Dynamic Scoring Framework scorer written from DSF's
 // documented API alone (pkg/dsf/testdata/dsf_scorer.py, Python's standard library, no scoreflow
-// code) scores the demo clusters through one PingSource event into the broker: Trigger, dsf-bridge,
-// Prometheus, the scorer, the score-writer, AddOnPlacementScores on the hub.
+// code) scores the demo clusters through one PingSource, admitted by Knative's webhook and fired by
+// its PingSource adapter: broker, Trigger, dsf-bridge, Prometheus, the scorer, the score-writer,
+// AddOnPlacementScores on the hub.
 func TestDSFScorerThroughOnePingSource(t *testing.T) {
 	cmd := exec.Command("python3", filepath.Join("..", "..", "pkg", "dsf", "testdata", "dsf_scorer.py"), "sample")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -54,25 +51,29 @@ func TestDSFScorerThroughOnePingSource(t *testing.T) {
 	}
 	stack.Prometheus.MustPush(t, series...)
 
-	ping := cloudevents.NewEvent()
-	ping.SetID(uuid.NewString())
-	ping.SetType(contract.TypePing)
-	ping.SetSource("/apis/v1/namespaces/" + devrun.Namespace + "/pingsources/dsf-e2e")
-	ping.SetTime(time.Now())
-	ping.SetExtension("scorer", "dsf-bridge")
-	data := fmt.Sprintf(`{"configURL": "%s/config", "configSyncMode": "None",
-		"source": {"type": "Prometheus", "path": "/api/v1/query_range", "params": {"query": "dsf_e2e_load", "range": 120, "step": 60}},
-		"scoring": {"path": "/scoring", "params": {"name": "dsf_e2e_score", "interval": 60}}}`, scorerURL)
-	if err := ping.SetData(cloudevents.ApplicationJSON, []byte(data)); err != nil {
+	// One PingSource, as a user migrating a DynamicScorer writes it (docs/dsf.md): Knative's mtping
+	// fires it at the next minute, the broker routes it to the dsf-bridge by its extension.
+	data := fmt.Sprintf(`{"configURL": "%s/config", "configSyncMode": "None", "source": {"type": "Prometheus", "path": "/api/v1/query_range", "params": {"query": "dsf_e2e_load", "range": 120, "step": 60}}, "scoring": {"path": "/scoring", "params": {"name": "dsf_e2e_score", "interval": 60}}}`, scorerURL)
+	if err := applyYAML(context.Background(), fmt.Sprintf(`
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: dsf-e2e, namespace: %s}
+spec:
+  schedule: "* * * * *"
+  contentType: application/json
+  data: '%s'
+  ceOverrides: {extensions: {scorer: dsf-bridge}}
+  sink: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: scoreflow}}
+`, devrun.Namespace, data)); err != nil {
 		t.Fatal(err)
 	}
-	if status := post(t, ping); status != http.StatusAccepted {
-		t.Fatalf("broker answered %d", status)
-	}
+	t.Cleanup(func() {
+		_ = applyDelete(context.Background(), "sources.knative.dev", "v1", "PingSource", devrun.Namespace, "dsf-e2e")
+	})
 
 	expect := map[string]int32{"cluster1": 70, "cluster2": 20, "cluster3": -100}
 	got := map[string]int32{}
-	eventually(t, 30*time.Second, "the DSF scorer's scores did not reach the hub", func() bool {
+	eventually(t, 100*time.Second, "the DSF scorer's scores did not reach the hub", func() bool {
 		for c := range expect {
 			obj, err := stack.Hub.Cluster.ClusterV1alpha1().AddOnPlacementScores(c).Get(context.Background(), "dsf-e2e-score", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {

@@ -21,6 +21,8 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
@@ -117,6 +119,15 @@ func applyYAML(ctx context.Context, doc string) error {
 		return err
 	}
 	return stack.Knative.Applier.Apply(ctx, objs...)
+}
+
+// applyDelete deletes one object, as kubectl delete would.
+func applyDelete(ctx context.Context, group, version, kind, namespace, name string) error {
+	ri, err := stack.Knative.Applier.Resource(schema.GroupVersionKind{Group: group, Version: version, Kind: kind}, namespace)
+	if err != nil {
+		return err
+	}
+	return ri.Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // observer records every event the broker routes to cloudevents-player's Trigger.
