@@ -66,6 +66,7 @@ type serverOpts struct {
 	writer   scorewriter.Options
 	ttl      time.Duration
 	remember int // cluster items of answered events recalled (default 100,000)
+	auth     *function.Authenticator
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -111,6 +112,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberItems: o.remember, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
+	fn.RequireAuth(o.auth)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {
 		srv.Close()

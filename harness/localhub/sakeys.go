@@ -1,0 +1,44 @@
+package localhub
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// RotateServiceAccountKey rotates the API server's token signing key the way an operator does: the
+// server restarts signing with a new key and still accepting (and publishing in its JWKS) every
+// earlier one, so tokens already issued stay valid. It returns when the server answers again.
+func (h *Hub) RotateServiceAccountKey() error {
+	api := h.Env.ControlPlane.GetAPIServer()
+	dir := api.CertDir
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	n := time.Now().UnixNano()
+	keyFile, pubFile := filepath.Join(dir, fmt.Sprintf("sa-%d.key", n)), filepath.Join(dir, fmt.Sprintf("sa-%d.pub", n))
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+		return err
+	}
+	args := api.Configure()
+	// Append keeps envtest's default verification key (and any earlier rotation's) before the new one.
+	args.Append("service-account-key-file", pubFile)
+	args.Set("service-account-signing-key-file", keyFile)
+	if err := h.CrashAPIServer(); err != nil {
+		return err
+	}
+	return h.StartAPIServer()
+}
