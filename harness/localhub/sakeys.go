@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,22 @@ func (h *Hub) RotateServiceAccountKey() error {
 	// Append keeps envtest's default verification key (and any earlier rotation's) before the new one.
 	args.Append("service-account-key-file", pubFile)
 	args.Set("service-account-signing-key-file", keyFile)
+	if err := h.CrashAPIServer(); err != nil {
+		return err
+	}
+	return h.StartAPIServer()
+}
+
+// PublishKeysAtHost restarts the API server so that its OIDC discovery document names its keys at
+// the address clients use (Config.Host), as --service-account-jwks-uri does on a cluster whose
+// advertised address is not reachable by token verifiers. Idempotent.
+func (h *Hub) PublishKeysAtHost() error {
+	args := h.Env.ControlPlane.GetAPIServer().Configure()
+	uri := strings.TrimSuffix(h.Config.Host, "/") + "/openid/v1/jwks"
+	if got := args.Get("service-account-jwks-uri").Get(nil); len(got) == 1 && got[0] == uri {
+		return nil
+	}
+	args.Set("service-account-jwks-uri", uri)
 	if err := h.CrashAPIServer(); err != nil {
 		return err
 	}
