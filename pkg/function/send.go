@@ -25,10 +25,16 @@ type Sender struct {
 // NewSender sends to sink. ceOverrides is K_CE_OVERRIDES ({"extensions":{...}}), set by a
 // SinkBinding; its extensions are added to every event sent.
 func NewSender(sink, ceOverrides string) (*Sender, error) {
+	return NewSenderWithToken(sink, ceOverrides, SinkTokenFile)
+}
+
+// NewSenderWithToken is NewSender presenting the token in tokenFile, when it exists, as the
+// sender's identity (Knative's sender identity: a SinkBinding mounts it).
+func NewSenderWithToken(sink, ceOverrides, tokenFile string) (*Sender, error) {
 	if sink == "" {
 		return nil, errors.New("no sink: set --sink or K_SINK (a SinkBinding sets it)")
 	}
-	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable))
+	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable), cehttp.WithRoundTripper(sinkTransport(tokenFile)))
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", sink, err)
 	}
