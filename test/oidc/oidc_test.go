@@ -160,6 +160,7 @@ spec:
 		{"no token", "", http.StatusUnauthorized},
 		{"an identity no EventPolicy admits", authtest.Token(t, hub.Kube, ns, "cloudevents-player", brokerAudience), http.StatusForbidden},
 		{"the admitted identity's token for another audience", authtest.Token(t, hub.Kube, ns, "static-scorer", writerAudience), http.StatusUnauthorized},
+		{"the admitted identity's claims signed by a key the hub never had", authtest.Forge(t, authtest.Token(t, hub.Kube, ns, "static-scorer", brokerAudience), false), http.StatusUnauthorized},
 	}
 	for _, c := range refused {
 		if status := post(t, ingress, c.token, "oidc-refused", 13); status != c.status {
@@ -181,7 +182,28 @@ spec:
 	if _, err := hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("c1").Get(ctx, "oidc-refused", metav1.GetOptions{}); err == nil {
 		t.Fatal("a refused sender's score was written")
 	}
-	// The writer saw only the Trigger's valid token: it refused nothing.
+
+	// The API server starts signing with a new key: Knative's ingress, its filter's tokens and the
+	// writer all follow without a restart.
+	if err := hub.RotateServiceAccountKey(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.WaitForAPI(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rotated := authtest.Token(t, hub.Kube, ns, "static-scorer", brokerAudience)
+	if status := post(t, ingress, rotated, "oidc-after-rotation", 24); status != http.StatusAccepted {
+		t.Fatalf("after the signing key rotated: the broker answered %d, want 202", status)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("c1").Get(ctx, "oidc-after-rotation", metav1.GetOptions{})
+		return err == nil && len(s.Status.Scores) == 1 && s.Status.Scores[0].Value == 24, nil
+	}); err != nil {
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("after the signing key rotated the score did not reach the hub: %v\nwriter log:\n%s", err, out)
+	}
+
+	// The writer saw only the Trigger's valid tokens: it refused nothing.
 	if _, metrics := functest.Get(t, writerURL+"/metrics"); strings.Contains(metrics, "scoreflow_requests_unauthorized_total{") {
 		t.Errorf("the writer refused the Trigger's delivery:\n%s", metrics)
 	}
