@@ -44,6 +44,7 @@ type Function struct {
 	stopping atomic.Bool
 
 	auth        *authFlags
+	tls         *tlsFlags
 	authn       *Authenticator // nil: every caller is admitted
 	authFailure FailureReply
 }
@@ -62,6 +63,7 @@ func New(name, about string) *Function {
 	f.logLevel = f.Flags.String("log-level", "info", "log level: debug, info, warn or error")
 	f.drain = f.Flags.Duration("drain-timeout", 20*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	f.auth = f.registerAuthFlags()
+	f.tls = f.registerTLSFlags()
 	f.Flags.Usage = usage(f.Flags, name, about)
 	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -159,6 +161,10 @@ func (f *Function) ServeHTTP(ctx context.Context, handler http.Handler) error {
 
 // ServeListener serves handler on ln with the same shutdown behaviour as Serve.
 func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
+	ln, err := f.tls.listener(ln)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -34,7 +34,11 @@ func NewSenderWithToken(sink, ceOverrides, tokenFile string) (*Sender, error) {
 	if sink == "" {
 		return nil, errors.New("no sink: set --sink or K_SINK (a SinkBinding sets it)")
 	}
-	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable), cehttp.WithRoundTripper(sinkTransport(tokenFile)))
+	transport, err := sinkTransport(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable), cehttp.WithRoundTripper(transport))
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", sink, err)
 	}

@@ -25,7 +25,12 @@ func (b bearerFromFile) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// sinkTransport is the transport of a Sender: the default one, presenting the SinkBinding's token.
-func sinkTransport(tokenFile string) http.RoundTripper {
-	return bearerFromFile{path: tokenFile, next: http.DefaultTransport}
+// sinkTransport is the transport of a Sender: trusting K_CA_CERTS besides the system roots, and
+// presenting the SinkBinding's token.
+func sinkTransport(tokenFile string) (http.RoundTripper, error) {
+	t, err := sinkCATransport(os.Getenv("K_CA_CERTS"))
+	if err != nil {
+		return nil, err
+	}
+	return bearerFromFile{path: tokenFile, next: t}, nil
 }
