@@ -179,7 +179,7 @@ func (a *Authenticator) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier,
 	}
 	// A RemoteKeySet fetches the keys again whenever a token names a key id it has not seen: a
 	// rotated signing key is picked up on its first token.
-	keys := oidc.NewRemoteKeySet(ctx, a.opts.JWKSURL)
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), a.client), a.opts.JWKSURL)
 	a.verifier = oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: a.opts.Audience, Now: a.opts.Now, SupportedSigningAlgs: signingAlgs})
 	a.lastErr = nil
 	return a.verifier, nil
@@ -200,17 +200,9 @@ type refusal struct {
 	cause   error // logged, not answered: it may name internal addresses
 }
 
-// Check verifies r's bearer token and returns the caller's subject, or why it is refused: 401 for
+// check verifies r's bearer token and returns the caller's subject, or why it is refused: 401 for
 // a missing or unverifiable token, 403 for an identity not allowed, 503 when the keys cannot be
 // read (the sender retries).
-func (a *Authenticator) Check(r *http.Request) (subject string, status int, reason contract.Reason, err error) {
-	sub, ref := a.check(r)
-	if ref != nil {
-		return sub, ref.status, ref.reason, errors.New(ref.message)
-	}
-	return sub, http.StatusOK, "", nil
-}
-
 func (a *Authenticator) check(r *http.Request) (string, *refusal) {
 	raw, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
