@@ -88,13 +88,14 @@ func (s *Sender) Send(ctx context.Context, e event.Event) error {
 	return fmt.Errorf("send %s to %s: %w", e.Type(), s.target, res)
 }
 
-// SinkFlags registers --sink and --ce-overrides on f; when they are not given they fall back to
+// SinkFlags registers --sink, --ce-overrides and --sink-token-file on f; the first two fall back to
 // K_SINK and K_CE_OVERRIDES, which a SinkBinding injects. Call the returned function after Parse.
 func (f *Function) SinkFlags() func() (*Sender, error) {
 	sink := f.Flags.String("sink", "", "where to send events (default: $K_SINK, set by a SinkBinding)")
 	overrides := f.Flags.String("ce-overrides", "", `CloudEvents overrides, {"extensions":{...}} (default: $K_CE_OVERRIDES, set by a SinkBinding)`)
+	token := f.Flags.String("sink-token-file", SinkTokenFile, "bearer token presented to the sink, re-read per event: a SinkBinding's OIDC token, or a hub-issued token mounted from a Secret on a managed cluster (missing file: none)")
 	return func() (*Sender, error) {
-		return NewSender(orEnv(*sink, "K_SINK"), orEnv(*overrides, "K_CE_OVERRIDES"))
+		return NewSenderWithToken(orEnv(*sink, "K_SINK"), orEnv(*overrides, "K_CE_OVERRIDES"), *token)
 	}
 }
 

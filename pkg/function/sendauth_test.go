@@ -40,3 +40,34 @@ func TestSenderPresentsTheMountedToken(t *testing.T) {
 		}
 	}
 }
+
+// An agent outside the hub points --sink-token-file (SINK_TOKEN_FILE) at a hub-issued token
+// mounted from a Secret.
+func TestSinkTokenFileFlag(t *testing.T) {
+	got := make(chan string, 1)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sink.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("hub-issued"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("agent", "test")
+	newSender := fn.SinkFlags()
+	t.Setenv("SINK_TOKEN_FILE", tokenFile)
+	if err := fn.Parse([]string{"--sink", sink.URL}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), functest.Ping(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != "Bearer hub-issued" {
+		t.Fatalf("Authorization %q", h)
+	}
+}
