@@ -60,6 +60,9 @@ type Options struct {
 	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
 	Log *slog.Logger
+	// Features are set in config-features before Knative starts (default: Knative's own
+	// defaults, sender identity off); OIDCFeatures turns sender identity on.
+	Features map[string]string
 }
 
 // Knative is a running Knative Eventing.
@@ -145,6 +148,9 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 	if err := k.install(ctx, filepath.Join(mod, "config")); err != nil {
 		return k, fmt.Errorf("installing Knative Eventing objects: %w", err)
 	}
+	if err := k.configureFeatures(ctx, opts.Features); err != nil {
+		return k, fmt.Errorf("Knative features: %w", err)
+	}
 	k.log.Info("Knative Eventing objects installed", "took", time.Since(start).Round(time.Millisecond))
 	if err := k.startProxy(runCtx); err != nil {
 		return k, err
@@ -153,6 +159,9 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 		return k, err
 	}
 	if err := k.registerWebhooks(ctx, filepath.Join(mod, "config", "core", "webhooks")); err != nil {
+		return k, err
+	}
+	if err := k.reloadDiscovery(ctx, opts.Features); err != nil {
 		return k, err
 	}
 	if k.kubelet, err = startKubelet(runCtx, k); err != nil {

@@ -42,6 +42,11 @@ type Function struct {
 	drain    *time.Duration
 	ready    atomic.Pointer[func() error]
 	stopping atomic.Bool
+
+	auth        *authFlags
+	tls         *tlsFlags
+	authn       *Authenticator // nil: every caller is admitted
+	authFailure FailureReply
 }
 
 // New creates a function with the flags every function takes: --port (PORT, set by Knative),
@@ -57,6 +62,8 @@ func New(name, about string) *Function {
 	f.addr = f.Flags.String("address", "", "address to listen on (empty: all interfaces)")
 	f.logLevel = f.Flags.String("log-level", "info", "log level: debug, info, warn or error")
 	f.drain = f.Flags.Duration("drain-timeout", 20*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	f.auth = f.registerAuthFlags()
+	f.tls = f.registerTLSFlags()
 	f.Flags.Usage = usage(f.Flags, name, about)
 	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -82,6 +89,11 @@ func (f *Function) Parse(args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	f.Log = newLogger(f.Name, *f.logLevel)
+	authn, err := f.auth.authenticator()
+	if err != nil {
+		return err
+	}
+	f.RequireAuth(authn)
 	return nil
 }
 
@@ -103,6 +115,7 @@ func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 	if onFailure == nil {
 		onFailure = f.FailureReply
 	}
+	f.authFailure = onFailure
 	return f.Mux(newReceiver(h, onFailure, f.Log, f.Registry))
 }
 
@@ -112,7 +125,7 @@ func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 // catches plain-text errors).
 func (f *Function) Mux(app http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", app)
+	mux.Handle("/", f.protect(app))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", f.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(f.Registry, promhttp.HandlerOpts{Registry: f.Registry}))
@@ -186,6 +199,10 @@ const MaxHeaderBytes = 64 << 10
 
 // ServeListener serves handler on ln with the same shutdown behaviour as Serve.
 func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
+	ln, err := f.tls.listener(ln)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

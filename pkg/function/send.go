@@ -25,10 +25,20 @@ type Sender struct {
 // NewSender sends to sink. ceOverrides is K_CE_OVERRIDES ({"extensions":{...}}), set by a
 // SinkBinding; its extensions are added to every event sent.
 func NewSender(sink, ceOverrides string) (*Sender, error) {
+	return NewSenderWithToken(sink, ceOverrides, SinkTokenFile)
+}
+
+// NewSenderWithToken is NewSender presenting the token in tokenFile, when it exists, as the
+// sender's identity (Knative's sender identity: a SinkBinding mounts it).
+func NewSenderWithToken(sink, ceOverrides, tokenFile string) (*Sender, error) {
 	if sink == "" {
 		return nil, errors.New("no sink: set --sink or K_SINK (a SinkBinding sets it)")
 	}
-	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable))
+	transport, err := sinkTransport(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cehttp.New(cehttp.WithTarget(sink), cehttp.WithIsRetriableFunc(Retriable), cehttp.WithRoundTripper(transport))
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", sink, err)
 	}
@@ -78,13 +88,14 @@ func (s *Sender) Send(ctx context.Context, e event.Event) error {
 	return fmt.Errorf("send %s to %s: %w", e.Type(), s.target, res)
 }
 
-// SinkFlags registers --sink and --ce-overrides on f; when they are not given they fall back to
+// SinkFlags registers --sink, --ce-overrides and --sink-token-file on f; the first two fall back to
 // K_SINK and K_CE_OVERRIDES, which a SinkBinding injects. Call the returned function after Parse.
 func (f *Function) SinkFlags() func() (*Sender, error) {
 	sink := f.Flags.String("sink", "", "where to send events (default: $K_SINK, set by a SinkBinding)")
 	overrides := f.Flags.String("ce-overrides", "", `CloudEvents overrides, {"extensions":{...}} (default: $K_CE_OVERRIDES, set by a SinkBinding)`)
+	token := f.Flags.String("sink-token-file", SinkTokenFile, "bearer token presented to the sink, re-read per event: a SinkBinding's OIDC token, or a hub-issued token mounted from a Secret on a managed cluster (missing file: none)")
 	return func() (*Sender, error) {
-		return NewSender(orEnv(*sink, "K_SINK"), orEnv(*overrides, "K_CE_OVERRIDES"))
+		return NewSenderWithToken(orEnv(*sink, "K_SINK"), orEnv(*overrides, "K_CE_OVERRIDES"), *token)
 	}
 }
 

@@ -72,6 +72,7 @@ type serverOpts struct {
 	remember int          // bytes of answers recalled (default scorewriter.DefaultRememberBytes)
 	pending  int          // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
 	hub      *rest.Config // where the writer writes (default: the hub itself); the informer always reads the hub
+	auth     *function.Authenticator
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -128,6 +129,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	go func() { w.Run(ctx); close(done) }()
 	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
+	fn.RequireAuth(o.auth)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
 	t.Cleanup(func() {
 		srv.Close()

@@ -1,0 +1,73 @@
+package function_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/pkg/function"
+)
+
+// A sender presents the token a SinkBinding mounts, read afresh for every event (Knative rotates
+// it in place), and sends without one when there is no file.
+func TestSenderPresentsTheMountedToken(t *testing.T) {
+	got := make(chan string, 4)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sink.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	s, err := function.NewSenderWithToken(sink.URL, "", tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ token, want string }{{"", ""}, {"first\n", "Bearer first"}, {"rotated", "Bearer rotated"}} {
+		if c.token != "" {
+			if err := os.WriteFile(tokenFile, []byte(c.token), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Send(context.Background(), functest.Ping(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if h := <-got; h != c.want {
+			t.Errorf("token file %q: Authorization %q, want %q", c.token, h, c.want)
+		}
+	}
+}
+
+// An agent outside the hub points --sink-token-file (SINK_TOKEN_FILE) at a hub-issued token
+// mounted from a Secret.
+func TestSinkTokenFileFlag(t *testing.T) {
+	got := make(chan string, 1)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sink.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("hub-issued"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("agent", "test")
+	newSender := fn.SinkFlags()
+	t.Setenv("SINK_TOKEN_FILE", tokenFile)
+	if err := fn.Parse([]string{"--sink", sink.URL}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), functest.Ping(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != "Bearer hub-issued" {
+		t.Fatalf("Authorization %q", h)
+	}
+}

@@ -1,0 +1,154 @@
+package oidc
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"knative.dev/eventing/pkg/auth"
+
+	"github.com/scoreflow/scoreflow/harness/authtest"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
+	"github.com/scoreflow/scoreflow/pkg/function"
+)
+
+const repo = "../.."
+
+func read(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := knlocal.ReadFiles(filepath.Join(repo, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// The OIDC variant stays the default manifests plus what sender identity needs: each Trigger in
+// oidc/triggers/ is its triggers/ twin with only subscriber.audience added; each function that a
+// Trigger with an audience calls gets, from its patch, exactly that audience and that Trigger's
+// OIDC identity (named as Knative names it), in a configuration the function accepts; the Broker's
+// EventPolicy admits every source and every replying Trigger of the manifests, and not
+// cloudevents-player.
+func TestOIDCVariantMatchesTheManifests(t *testing.T) {
+	base := map[string]*unstructured.Unstructured{}
+	for _, o := range read(t, "triggers") {
+		base[o.GetName()] = o
+	}
+	variant := read(t, "oidc/triggers")
+	if len(variant) != len(base) {
+		t.Fatalf("oidc/triggers has %d Triggers, triggers/ %d", len(variant), len(base))
+	}
+	services := map[string]*unstructured.Unstructured{}
+	for _, o := range read(t, "deploy") {
+		if o.GetKind() == "Service" && o.GetAPIVersion() == "serving.knative.dev/v1" {
+			services[o.GetName()] = o
+		}
+	}
+	var replying []string
+	for _, tr := range variant {
+		twin, ok := base[tr.GetName()]
+		if !ok {
+			t.Fatalf("oidc/triggers has %s, triggers/ does not", tr.GetName())
+		}
+		audience, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "audience")
+		stripped := tr.DeepCopy()
+		unstructured.RemoveNestedField(stripped.Object, "spec", "subscriber", "audience")
+		if !reflect.DeepEqual(stripped.Object, twin.Object) {
+			t.Errorf("oidc/triggers/%s differs from triggers/ in more than subscriber.audience", tr.GetName())
+		}
+		if audience == "" {
+			continue
+		}
+		identity := authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(tr.GroupVersionKind(), metav1.ObjectMeta{Name: tr.GetName(), Namespace: ns}))
+		replying = append(replying, identity)
+		svcName, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "ref", "name")
+		env := patchedEnv(t, services[svcName], "oidc/patches/"+svcName+".json")
+		if env["AUTH_OIDC"] != "true" || env["AUTH_AUDIENCE"] != audience || env["AUTH_ALLOWED_SUBJECTS"] != identity {
+			t.Errorf("%s: AUTH_OIDC=%q AUTH_AUDIENCE=%q AUTH_ALLOWED_SUBJECTS=%q; want true, %q, %q",
+				svcName, env["AUTH_OIDC"], env["AUTH_AUDIENCE"], env["AUTH_ALLOWED_SUBJECTS"], audience, identity)
+		}
+		for k, v := range env {
+			if strings.HasPrefix(k, "AUTH_") {
+				t.Setenv(k, v)
+			}
+		}
+		if err := function.New(svcName, "test").Parse(nil); err != nil {
+			t.Errorf("%s does not start with its patched environment: %v", svcName, err)
+		}
+	}
+
+	var senders []string
+	for _, o := range read(t, "deploy") {
+		switch o.GetKind() {
+		case "PingSource", "ApiServerSource", "SinkBinding":
+			senders = append(senders, authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(o.GroupVersionKind(), metav1.ObjectMeta{Name: o.GetName(), Namespace: ns})))
+		}
+	}
+	admitted := map[string]bool{}
+	for _, p := range read(t, "oidc/eventpolicies.yaml") {
+		from, _, _ := unstructured.NestedSlice(p.Object, "spec", "from")
+		for _, f := range from {
+			if sub, ok := f.(map[string]any)["sub"].(string); ok {
+				admitted[sub] = true
+			}
+		}
+	}
+	for _, s := range append(senders, replying...) {
+		if !admitted[s] {
+			t.Errorf("the Broker's EventPolicy does not admit %s", s)
+		}
+		delete(admitted, s)
+	}
+	for s := range admitted {
+		t.Errorf("the Broker's EventPolicy admits %s, which no manifest sends as", s)
+	}
+	player := patched(t, services["cloudevents-player"], "oidc/patches/cloudevents-player.json")
+	if player.GetLabels()["networking.knative.dev/visibility"] != "cluster-local" {
+		t.Error("the OIDC variant leaves cloudevents-player reachable from outside the cluster")
+	}
+}
+
+func patched(t *testing.T, svc *unstructured.Unstructured, patchPath string) *unstructured.Unstructured {
+	t.Helper()
+	if svc == nil {
+		t.Fatalf("no Service for %s", patchPath)
+	}
+	raw, err := os.ReadFile(filepath.Join(repo, patchPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", patchPath, err)
+	}
+	doc, _ := json.Marshal(svc.Object)
+	out, err := p.Apply(doc)
+	if err != nil {
+		t.Fatalf("%s does not apply to deploy/%s.yaml: %v", patchPath, svc.GetName(), err)
+	}
+	var o unstructured.Unstructured
+	if err := json.Unmarshal(out, &o.Object); err != nil {
+		t.Fatal(err)
+	}
+	return &o
+}
+
+func patchedEnv(t *testing.T, svc *unstructured.Unstructured, patchPath string) map[string]string {
+	t.Helper()
+	o := patched(t, svc, patchPath)
+	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	env := map[string]string{}
+	vars, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+	for _, v := range vars {
+		m := v.(map[string]any)
+		val, _ := m["value"].(string)
+		env[m["name"].(string)] = val
+	}
+	return env
+}
