@@ -1,4 +1,4 @@
-package main
+package deadletter
 
 import (
 	"encoding/base64"
@@ -15,7 +15,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
-// startFunction serves the dead-letter function as main does, sending to sink, and returns its URL.
+// startFunction serves the dead-letter function as functions/dead-letter's main does, sending to sink, and returns its URL.
 func startFunction(t *testing.T, sink string) string {
 	t.Helper()
 	fn := function.New("dead-letter", "test")
@@ -23,7 +23,7 @@ func startFunction(t *testing.T, sink string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return functest.Serve(t, fn, newHandler(fn.Source(), s, fn.Log, fn.Registry).handle)
+	return functest.Serve(t, fn, New(fn.Source(), s, fn.Log, fn.Registry).Handle)
 }
 
 func deadLettered(typ, data string, ext map[string]string) event.Event {
