@@ -64,7 +64,7 @@ lint: ## gofmt and go vet.
 clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the servers).
 	rm -rf bin
 
-# ---- Knative deployment (issue 4, section 1) ------------------------------------------------------
+# ---- Knative deployment ---------------------------------------------------------------------------
 # Builds every function with ko and applies deploy/, the broker, triggers/ and eventtypes/ to the cluster of the
 # current kubectl context (`kn quickstart kind` makes a kind cluster named knative). ko is needed
 # only here: `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
