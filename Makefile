@@ -64,8 +64,8 @@ lint: ## gofmt and go vet.
 clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the servers).
 	rm -rf bin
 
-# ---- Knative deployment (issue 4, section 1) ------------------------------------------------------
-# Builds every function with ko and applies deploy/, the broker and triggers/ to the cluster of the
+# ---- Knative deployment ---------------------------------------------------------------------------
+# Builds every function with ko and applies deploy/, the broker, triggers/ and eventtypes/ to the cluster of the
 # current kubectl context (`kn quickstart kind` makes a kind cluster named knative). ko is needed
 # only here: `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
 # test/deploy checks the same YAML without a cluster. See docs/quickstart.md.
@@ -85,11 +85,11 @@ ko-installed:
 
 .PHONY: deploy
 deploy: ko-installed ## Build the functions with ko and deploy scoreflow to the current cluster (KO_DOCKER_REPO=kind.local by default).
-	$(KO_ENV) $(KO) apply -f deploy/ -f $(BROKER_MANIFEST) -f triggers/
+	$(KO_ENV) $(KO) apply -f deploy/ -f $(BROKER_MANIFEST) -f triggers/ -f eventtypes/
 
 .PHONY: undeploy
-undeploy: ## Remove everything `make deploy` created (the namespace, the cluster-wide RBAC, the broker and triggers).
-	$(KUBECTL) delete --ignore-not-found -f triggers/ -f $(BROKER_MANIFEST) -f deploy/
+undeploy: ## Remove everything `make deploy` created (the namespace, the cluster-wide RBAC, the broker, triggers and EventTypes).
+	$(KUBECTL) delete --ignore-not-found -f eventtypes/ -f triggers/ -f $(BROKER_MANIFEST) -f deploy/
 
 .PHONY: publish/local
 publish/local: ko-installed ## Build every function image into the local Docker daemon (ko.local) without deploying.

@@ -1,14 +1,12 @@
-// Command dead-letter is the broker's dead-letter sink. Every event whose delivery was refused or
-// ran out of retries arrives here with the broker's knativeerrordest, knativeerrorcode and
-// knativeerrordata extensions; the function sends an io.scoreflow.score.write.failed naming it
-// (reason DeadLettered) to the broker, K_SINK. It sends rather than replies because Knative drops
-// a dead-letter sink's reply. It answers 202 once the broker took the report, 503 when it could
-// not, so the broker retries the dead-letter delivery.
+// Command dead-letter is the broker's dead-letter sink: it turns every dead-lettered event into an
+// io.scoreflow.score.write.failed (reason DeadLettered) sent to the broker, K_SINK (package
+// github.com/scoreflow/scoreflow/pkg/deadletter).
 package main
 
 import (
 	"context"
 
+	"github.com/scoreflow/scoreflow/pkg/deadletter"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
@@ -20,6 +18,6 @@ func main() {
 		if err != nil {
 			return err
 		}
-		return fn.Serve(ctx, newHandler(fn.Source(), s, fn.Log, fn.Registry).handle, nil)
+		return fn.Serve(ctx, deadletter.New(fn.Source(), s, fn.Log, fn.Registry).Handle, nil)
 	})
 }

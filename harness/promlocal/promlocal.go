@@ -48,7 +48,12 @@ const config = "global:\n  scrape_interval: 1h\n"
 // Run runs Prometheus (built by `make tools`) on a free port with an empty TSDB in a temporary
 // directory and waits until it is ready. Stop it when done. flags are added to its command line
 // (say, "--query.max-samples=10" to make it refuse large queries as a loaded server would).
-func Run(flags ...string) (*Server, error) {
+func Run(flags ...string) (*Server, error) { return RunConfig(config, flags...) }
+
+// RunConfig is Run with cfg as prometheus.yml instead of the empty configuration: for tests that
+// make it scrape running functions (scrape_configs) or evaluate rule files (rule_files, by
+// absolute path).
+func RunConfig(cfg string, flags ...string) (*Server, error) {
 	bin, err := tools.Path(tools.Prometheus)
 	if err != nil {
 		return nil, err
@@ -56,7 +61,7 @@ func Run(flags ...string) (*Server, error) {
 	var lastErr error
 	// A port found free can be taken before Prometheus binds it: try a few.
 	for range 3 {
-		s, err := start(bin, flags)
+		s, err := start(bin, cfg, flags)
 		if err == nil {
 			return s, nil
 		}
@@ -65,7 +70,7 @@ func Run(flags ...string) (*Server, error) {
 	return nil, fmt.Errorf("starting prometheus: %w", lastErr)
 }
 
-func start(bin string, flags []string) (*Server, error) {
+func start(bin, config string, flags []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "promlocal-")
 	if err != nil {
 		return nil, err

@@ -37,6 +37,17 @@ func Start(t testing.TB, flags ...string) *Server {
 	return s
 }
 
+// StartConfig is Start with cfg as prometheus.yml (see promlocal.RunConfig).
+func StartConfig(t testing.TB, cfg string, flags ...string) *Server {
+	t.Helper()
+	s, err := promlocal.RunConfig(cfg, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // Client is a scorer's Prometheus client of url, as the functions make it: a 5s timeout, its
 // metrics in a registry of its own.
 func Client(t testing.TB, url string) *prom.Client {

@@ -1,6 +1,9 @@
 package contract
 
-import "embed"
+import (
+	"embed"
+	"sort"
+)
 
 //go:embed schemas/*.schema.json
 var schemaFS embed.FS
@@ -25,4 +28,15 @@ func Schema(eventType string) []byte {
 		panic(err) // embedded at build time
 	}
 	return b
+}
+
+// EventTypes lists, sorted, the event types scoreflow defines, each with a JSON Schema: what it
+// publishes in Knative's EventType registry (eventtypes/).
+func EventTypes() []string {
+	types := make([]string, 0, len(schemaFiles))
+	for t := range schemaFiles {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return types
 }

@@ -9,6 +9,8 @@ type Metrics struct {
 	apiRequests *prometheus.CounterVec
 	batchSize   prometheus.Histogram
 	score       *prometheus.GaugeVec
+	updatedAt   *prometheus.GaugeVec
+	validUntil  *prometheus.GaugeVec
 	replies     *prometheus.CounterVec
 	pending     prometheus.GaugeFunc
 }
@@ -38,6 +40,16 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 			Name: "scoreflow_score",
 			Help: "Current value of each score written, per cluster, AddOnPlacementScore and score name (the Dynamic Scoring Framework's dynamic_score).",
 		}, []string{"cluster", "resource", "score"}),
+		// Freshness per object: dashboards show the age of each cluster's scores and alerts fire
+		// on scores nobody has refreshed, which scoreflow_score alone cannot tell.
+		updatedAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scoreflow_score_updated_timestamp_seconds",
+			Help: "Unix time this writer last wrote new scores into an AddOnPlacementScore (rewrites that only drop expired scores do not count), per cluster and AddOnPlacementScore.",
+		}, []string{"cluster", "resource"}),
+		validUntil: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scoreflow_score_valid_until_timestamp_seconds",
+			Help: "Unix time an AddOnPlacementScore's scores expire (its status.validUntil), per cluster and AddOnPlacementScore; absent when they never expire.",
+		}, []string{"cluster", "resource"}),
 		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_writer_events_total",
 			Help: "score.updated events answered, by reply type (write.done, write.failed) and whether the event was a redelivery.",
@@ -47,6 +59,6 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 		Name: "scoreflow_writer_pending_updates",
 		Help: "Updates accepted and not yet written.",
 	}, pending)
-	reg.MustRegister(m.items, m.latency, m.apiRequests, m.batchSize, m.score, m.replies, m.pending)
+	reg.MustRegister(m.items, m.latency, m.apiRequests, m.batchSize, m.score, m.updatedAt, m.validUntil, m.replies, m.pending)
 	return m
 }

@@ -455,7 +455,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		return attemptResult{}, err
 	}
 	w.seen(key, written)
-	w.observeScores(key, cur, written, p.expired)
+	w.observeScores(key, cur, written, p)
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
@@ -521,6 +521,8 @@ func (w *Writer) gone(key Key) {
 	delete(w.expiries, key)
 	w.mu.Unlock()
 	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
+	w.metrics.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)
+	w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
 }
 
 // atResourceBound reports whether creating key would exceed its cluster's bound.
@@ -580,7 +582,20 @@ func (w *Writer) count(verb string, err error) {
 
 // observeScores sets the score series of what was written and deletes those of scores it no
 // longer has (expired, or removed by someone else).
-func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlacementScore, expired []string) {
+func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlacementScore, p plan) {
+	// Only a write that took new scores refreshes the object: a rewrite that drops expired scores
+	// must not make a silent scorer look fresh.
+	for _, d := range p.decisions {
+		if d.written {
+			w.metrics.updatedAt.WithLabelValues(key.Cluster, key.Resource).Set(float64(w.now().UnixMilli()) / 1000)
+			break
+		}
+	}
+	if vu := after.Status.ValidUntil; vu != nil {
+		w.metrics.validUntil.WithLabelValues(key.Cluster, key.Resource).Set(float64(vu.UnixMilli()) / 1000)
+	} else {
+		w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
+	}
 	kept := map[string]bool{}
 	for _, s := range after.Status.Scores {
 		kept[s.Name] = true
@@ -593,7 +608,7 @@ func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlac
 			}
 		}
 	}
-	for _, name := range expired {
+	for _, name := range p.expired {
 		if !kept[name] {
 			w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
 		}

@@ -1,4 +1,10 @@
-package main
+// Package deadletter is the broker's dead-letter sink. Every event whose delivery was refused or
+// ran out of retries arrives with the broker's knativeerrordest, knativeerrorcode and
+// knativeerrordata extensions; the Handler sends an io.scoreflow.score.write.failed naming it
+// (reason DeadLettered) to the broker. It sends rather than replies because Knative drops a
+// dead-letter sink's reply. It answers 202 once the broker took the report, 503 when it could not,
+// so the broker retries the dead-letter delivery.
+package deadletter
 
 import (
 	"context"
@@ -24,20 +30,23 @@ const (
 	extErrorData = "knativeerrordata"
 )
 
-// sender delivers an event to the broker.
-type sender interface {
+// Sender delivers an event to the broker (function.Sender).
+type Sender interface {
 	Send(ctx context.Context, e event.Event) error
 }
 
-type handler struct {
+// Handler turns dead-lettered events into write.failed reports.
+type Handler struct {
 	source  string
-	send    sender
+	send    Sender
 	log     *slog.Logger
 	reports *prometheus.CounterVec
 }
 
-func newHandler(source string, s sender, log *slog.Logger, reg prometheus.Registerer) *handler {
-	h := &handler{source: source, send: s, log: log, reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+// New is a Handler sending its reports, from source, through s; its counter of dead letters is
+// registered with reg.
+func New(source string, s Sender, log *slog.Logger, reg prometheus.Registerer) *Handler {
+	h := &Handler{source: source, send: s, log: log, reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scoreflow_dead_letters_total",
 		Help: "Dead-lettered events received, by outcome: reported (write.failed sent), send_failed (answered 503) or own_report (not re-reported).",
 	}, []string{"outcome"})}
@@ -45,7 +54,8 @@ func newHandler(source string, s sender, log *slog.Logger, reg prometheus.Regist
 	return h
 }
 
-func (h *handler) handle(ctx context.Context, e event.Event) function.Response {
+// Handle reports one dead-lettered event (a function.Handler).
+func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 	attrs := []any{"id", e.ID(), "type", e.Type(), "source", e.Source(), "code", ext(e, extErrorCode), "dest", ext(e, extErrorDest)}
 	// A write.failed of ours that could not be delivered in turn is logged, not reported
 	// again: a report about a report could go round for ever.
