@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
@@ -46,21 +43,7 @@ func TestBadStart(t *testing.T) {
 // TestServe runs the binary, configured by env, against DSF's static scorer in Python (source
 // type None: no Prometheus is asked).
 func TestServe(t *testing.T) {
-	cmd := exec.Command("python3", filepath.Join("..", "..", "pkg", "dsf", "testdata", "dsf_scorer.py"), "static")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		t.Fatal("the python scorer did not start")
-	}
-	scorerURL := strings.TrimPrefix(sc.Text(), "listening on ")
+	scorerURL := functest.Python(t, nil, filepath.Join("..", "..", "pkg", "dsf", "testdata", "dsf_scorer.py"), "static")
 
 	fn := functest.Start(t, []string{"PROMETHEUS_URL=http://127.0.0.1:1", "SCORER_TIMEOUT=5s"})
 	status, reply := functest.Send(t, fn.URL, functest.Ping(fmt.Sprintf(`{"configURL": "%s/powerconsumption/config", "scoreDimensionFormat": "${app};${device}"}`, scorerURL)))

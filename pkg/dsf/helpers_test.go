@@ -1,7 +1,6 @@
 package dsf_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -9,11 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,36 +172,7 @@ func meanOf(w http.ResponseWriter, req scoringRequest) {
 // only) and returns its base URL; the test's cleanup stops it.
 func python(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("python3", append([]string{filepath.Join("testdata", "dsf_scorer.py")}, args...)...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("python3: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok || !strings.HasPrefix(l, "listening on ") {
-			t.Fatalf("python scorer %v did not start: %q", args, l)
-		}
-		return strings.TrimPrefix(l, "listening on ")
-	case <-time.After(20 * time.Second):
-		t.Fatalf("python scorer %v did not start in 20s", args)
-	}
-	return ""
+	return functest.Python(t, nil, filepath.Join("testdata", "dsf_scorer.py"), args...)
 }
 
 // writeFile writes content to dir/name (making dir) and returns the path.

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
 )
 
@@ -25,21 +22,7 @@ import (
 // its PingSource adapter: broker, Trigger, dsf-bridge, Prometheus, the scorer, the score-writer,
 // AddOnPlacementScores on the hub.
 func TestDSFScorerThroughOnePingSource(t *testing.T) {
-	cmd := exec.Command("python3", filepath.Join("..", "..", "pkg", "dsf", "testdata", "dsf_scorer.py"), "sample")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		t.Fatal("the python scorer did not start")
-	}
-	scorerURL := strings.TrimPrefix(sc.Text(), "listening on ")
+	scorerURL := functest.Python(t, nil, filepath.Join("..", "..", "pkg", "dsf", "testdata", "dsf_scorer.py"), "sample")
 
 	// Constant per cluster over the last minutes, so the scorer's mean is the value whatever grid
 	// the bridge's range falls on: 70, 20, and -250 (clamped to -100).

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -34,26 +31,7 @@ const pythonSource = "scoreflow-examples/python-scorer"
 // dead-letter sink as write.failed carrying the scorer's own reason.
 func TestPythonExampleScorer(t *testing.T) {
 	ctx := context.Background()
-	cmd := exec.Command("python3", filepath.Join("..", "..", "examples", "python-scorer", "scorer.py"))
-	cmd.Env = append(os.Environ(), "PORT=0", "ADDRESS=127.0.0.1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		t.Fatal("the python scorer did not start")
-	}
-	scorerURL := strings.TrimPrefix(sc.Text(), "listening on ")
-	go func() { // keep its pipe drained
-		for sc.Scan() {
-		}
-	}()
+	scorerURL := functest.Python(t, []string{"PORT=0", "ADDRESS=127.0.0.1"}, filepath.Join("..", "..", "examples", "python-scorer", "scorer.py"))
 
 	// The example's YAML as a user applies it, admitted by Knative's webhook. Its PingSource fires
 	// every minute with costs that give cluster1 and cluster2 the scores checked below; it is
