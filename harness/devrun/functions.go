@@ -3,7 +3,6 @@ package devrun
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/harness/proc"
 )
 
 // Function is a Knative Service from deploy/ as a local process: the binary its ko:// image names,
@@ -39,7 +39,7 @@ type Function struct {
 // listen chooses the function's local address before it starts, so that its Service can point
 // there while SinkBindings resolve.
 func (f *Function) listen() error {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -251,13 +251,4 @@ func (f *Function) Stop() {
 	if f.log != nil {
 		_ = f.log.Close()
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

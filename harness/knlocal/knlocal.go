@@ -273,7 +273,7 @@ func (k *Knative) startSystem(ctx context.Context) error {
 	}
 	for _, port := range []int{DispatcherHTTPPort, DispatcherHTTPSPort} {
 		if err := d.WaitPort(fmt.Sprintf("127.0.0.1:%d", port), 60*time.Second); err != nil {
-			return fmt.Errorf("%w (log: %s)", err, filepath.Join(k.LogDir, "imc-dispatcher.log"))
+			return k.withLog(err, d)
 		}
 	}
 	webhook, err := k.run("eventing-webhook", "webhook", "WEBHOOK_NAME=eventing-webhook",
@@ -305,10 +305,16 @@ func (k *Knative) startSystem(ctx context.Context) error {
 	}
 	for p, port := range map[*proc.Process]int{webhook: k.ports.webhook, ingress: k.ports.ingress, filter: k.ports.filter} {
 		if err := p.WaitPort(fmt.Sprintf("127.0.0.1:%d", port), 90*time.Second); err != nil {
-			return fmt.Errorf("%w (logs: %s)", err, k.LogDir)
+			return k.withLog(err, p)
 		}
 	}
 	return nil
+}
+
+// withLog adds the end of a process's log to err: a test log is often all there is to go on.
+func (k *Knative) withLog(err error, p *proc.Process) error {
+	log := filepath.Join(k.LogDir, p.Name+".log")
+	return fmt.Errorf("%w; the end of %s:\n%s", err, log, proc.LogTail(log, 15))
 }
 
 // Stop stops every process Knative runs (adapters, then system processes, in reverse start order),
