@@ -59,7 +59,11 @@ func TestOnlyAdmittedSendersMoveAScore(t *testing.T) {
 	if err := hub.AddCluster(ctx, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
-	kn, err := knlocal.Start(ctx, hub, knlocal.Options{StateDir: t.TempDir(), LockWait: 10 * time.Minute, Features: knlocal.OIDCFeatures()})
+	// The writer scores only clusters the hub has accepted.
+	if err := hub.AcceptCluster(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	kn, err := knlocal.Start(ctx, hub, knlocal.Options{StateDir: t.TempDir(), LockWait: 20 * time.Minute, Features: knlocal.OIDCFeatures()})
 	if err != nil {
 		t.Fatal(err)
 	}
