@@ -2,7 +2,6 @@ package masks_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/pkg/masks"
 )
 
@@ -72,39 +72,8 @@ func TestAdded(t *testing.T) {
 	}
 }
 
-// configMapDir lays out a directory as the kubelet mounts a ConfigMap: the file is a symlink
-// through ..data to a timestamped directory, and an update swaps ..data atomically. It returns
-// the file's path and a function that publishes new content.
-func configMapDir(t *testing.T, name, content string) (string, func(string)) {
-	t.Helper()
-	dir := t.TempDir()
-	n := 0
-	publish := func(content string) {
-		n++
-		ts := filepath.Join(dir, fmt.Sprintf("..2026_01_01_00_00_%02d", n))
-		if err := os.Mkdir(ts, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		tmp := filepath.Join(dir, "..data_tmp")
-		if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	publish(content)
-	if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, name), publish
-}
-
 func TestFileFollowsConfigMapUpdates(t *testing.T) {
-	path, publish := configMapDir(t, "masks.yaml", "[]")
+	path, publish := functest.ConfigMapFile(t, "masks.yaml", "[]")
 	reg := prometheus.NewRegistry()
 	f, err := masks.Open(path, nil, reg)
 	if err != nil {

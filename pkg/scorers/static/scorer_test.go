@@ -2,10 +2,8 @@ package static
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,37 +17,6 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
-
-// configMapDir lays out a directory as the kubelet mounts a ConfigMap: the file is a symlink
-// through ..data to a timestamped directory, and an update swaps ..data atomically. It returns
-// the file's path and a function that publishes new content.
-func configMapDir(t *testing.T, name, content string) (string, func(string)) {
-	t.Helper()
-	dir := t.TempDir()
-	n := 0
-	publish := func(content string) {
-		n++
-		ts := filepath.Join(dir, fmt.Sprintf("..2026_01_01_00_00_%02d", n))
-		if err := os.Mkdir(ts, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		tmp := filepath.Join(dir, "..data_tmp")
-		if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	publish(content)
-	if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, name), publish
-}
 
 func serve(t *testing.T, path string) (string, *bytes.Buffer) {
 	t.Helper()
@@ -109,7 +76,7 @@ const twoClusters = `rows:
 `
 
 func TestPingScoresTheNamedResource(t *testing.T) {
-	path, _ := configMapDir(t, "table.yaml", twoClusters)
+	path, _ := functest.ConfigMapFile(t, "table.yaml", twoClusters)
 	url, _ := serve(t, path)
 	for _, tt := range []struct {
 		resource string
@@ -130,7 +97,7 @@ func TestPingScoresTheNamedResource(t *testing.T) {
 }
 
 func TestTableChangesArePickedUp(t *testing.T) {
-	path, publish := configMapDir(t, "table.yaml", twoClusters)
+	path, publish := functest.ConfigMapFile(t, "table.yaml", twoClusters)
 	url, logs := serve(t, path)
 	const perf = `{"resource":"example-performance-score"}`
 	if _, got := scoresOf(t, second(ping(t, url, perf))); got["w1/app01;gpu0"] != 100 {
@@ -163,9 +130,9 @@ func TestTableChangesArePickedUp(t *testing.T) {
 func second(_ int, e *event.Event) *event.Event { return e }
 
 func TestPingRefusals(t *testing.T) {
-	path, _ := configMapDir(t, "table.yaml", twoClusters)
+	path, _ := functest.ConfigMapFile(t, "table.yaml", twoClusters)
 	url, _ := serve(t, path)
-	onePath, _ := configMapDir(t, "table.yaml", "resources:\n- {name: perf, value: performance, normalize: {method: minmax}}\n"+twoClusters)
+	onePath, _ := functest.ConfigMapFile(t, "table.yaml", "resources:\n- {name: perf, value: performance, normalize: {method: minmax}}\n"+twoClusters)
 	oneURL, _ := serve(t, onePath)
 	missingURL, _ := serve(t, filepath.Join(t.TempDir(), "missing.yaml"))
 
@@ -197,7 +164,7 @@ func TestPingRefusals(t *testing.T) {
 }
 
 func TestPingNothingToScore(t *testing.T) {
-	path, _ := configMapDir(t, "table.yaml", "rows:\n- {cluster: w1, app: a, device: d, performance: 1}\n")
+	path, _ := functest.ConfigMapFile(t, "table.yaml", "rows:\n- {cluster: w1, app: a, device: d, performance: 1}\n")
 	url, _ := serve(t, path)
 	if status, reply := ping(t, url, `{"resource":"example-powerconsumption-score"}`); status != http.StatusAccepted || reply != nil {
 		t.Errorf("no power values: status %d reply %v, want 202 and no event (not zeros)", status, reply)
