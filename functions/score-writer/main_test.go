@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -38,22 +36,7 @@ func TestBadKubeconfigIsFatal(t *testing.T) {
 // The binary as deployed: configured by env, ready once its ManagedCluster informer has synced,
 // writing to a real hub, draining on SIGTERM.
 func TestBinaryWritesToARealHub(t *testing.T) {
-	hub, err := localhub.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hub.Stop() })
-	if err := hub.AddCluster(context.Background(), "cluster1", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := hub.AcceptCluster(context.Background(), "cluster1"); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	fn := functest.Start(t, []string{"KUBECONFIG=" + kubeconfig, "TTL=1m"})
+	_, fn := startOnHub(t)
 
 	e := cloudevents.NewEvent()
 	e.SetID("w1")

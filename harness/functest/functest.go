@@ -136,3 +136,12 @@ func ExpectScores(t testing.TB, url, data string, want contract.ScoreUpdated, at
 		t.Errorf("event time %v, want %v", reply.Time(), at)
 	}
 }
+
+// Labels builds a label set from name, value pairs: Labels("cluster", "c1", "app", "a").
+func Labels(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}

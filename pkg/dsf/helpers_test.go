@@ -24,13 +24,8 @@ import (
 // cs keeps the tables of expected scores short.
 var cs = functest.ClusterScores
 
-func l(kv ...string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
+// l keeps label sets short.
+var l = functest.Labels
 
 // bridge is a dsf-bridge served as its main serves it, with its log kept for inspection.
 type bridge struct {

@@ -22,13 +22,8 @@ import (
 // cs keeps the tables of expected scores short.
 var cs = functest.ClusterScores
 
-func l(kv ...string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
+// l keeps label sets short.
+var l = functest.Labels
 
 // series, each on a one-minute grid ending at `at`:
 //
