@@ -1,0 +1,286 @@
+package scorespage
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+)
+
+// observationsCondition is the status condition in which the score-writer keeps, per score name,
+// when the applied value was observed and until when it is valid (pkg/scorewriter): the page's
+// freshness comes from it. Objects other producers write have none; their age is when their
+// status last changed.
+const observationsCondition = "scoreflow.io/Observations"
+
+// Cell is one score of one cluster: a heat map cell.
+type Cell struct {
+	Value int32 `json:"value"`
+	// Observed is when the value was observed (the writer's ledger), else when the object's status
+	// last changed, else when it was created.
+	Observed *time.Time `json:"observed,omitempty"`
+	// ValidUntil is the score's own expiry when the ledger has one, else the object's; nil: never.
+	ValidUntil *time.Time `json:"validUntil,omitempty"`
+	// Expired: a Placement counts this score as 0.
+	Expired bool `json:"expired"`
+
+	fromLedger bool // Observed and ValidUntil are the writer's own
+}
+
+// ScoresView is the heat map: clusters x "resource/score".
+type ScoresView struct {
+	Now      time.Time                  `json:"now"`
+	Clusters []string                   `json:"clusters"`
+	Columns  []string                   `json:"columns"`
+	Cells    map[string]map[string]Cell `json:"cells"` // cluster -> column -> cell
+}
+
+// scoreObject is what the page keeps of one AddOnPlacementScore.
+type scoreObject struct {
+	cluster, resource string
+	scores            map[string]Cell // by score name; Expired is computed when viewed
+}
+
+func fromAddOnPlacementScore(o *clusterv1alpha1.AddOnPlacementScore) scoreObject {
+	so := scoreObject{cluster: o.Namespace, resource: o.Name, scores: map[string]Cell{}}
+	var ledger map[string][2]time.Time
+	if c := meta.FindStatusCondition(o.Status.Conditions, observationsCondition); c != nil {
+		_ = json.Unmarshal([]byte(c.Message), &ledger) // unreadable: fall back to the object's times
+	}
+	changed := statusChanged(o)
+	var objValid *time.Time
+	if o.Status.ValidUntil != nil {
+		t := o.Status.ValidUntil.Time
+		objValid = &t
+	}
+	for _, s := range o.Status.Scores {
+		c := Cell{Value: s.Value, ValidUntil: objValid}
+		if !changed.IsZero() {
+			c.Observed = &changed
+		}
+		if e, ok := ledger[s.Name]; ok {
+			obs := e[0]
+			c.Observed, c.fromLedger = &obs, true
+			c.ValidUntil = nil // the zero time means never
+			if !e[1].IsZero() {
+				vu := e[1]
+				c.ValidUntil = &vu
+			}
+		}
+		so.scores[s.Name] = c
+	}
+	return so
+}
+
+// statusChanged is when the object's status was last written, as the API server recorded it in
+// managedFields; the creation time when no status write is recorded.
+func statusChanged(o *clusterv1alpha1.AddOnPlacementScore) time.Time {
+	var latest time.Time
+	for _, mf := range o.ManagedFields {
+		if mf.Subresource == "status" && mf.Time != nil && mf.Time.After(latest) {
+			latest = mf.Time.Time
+		}
+	}
+	if latest.IsZero() {
+		latest = o.CreationTimestamp.Time
+	}
+	return latest
+}
+
+// refreshed dates the scores of next that no ledger dates: one whose value or validUntil differs
+// from prev was rewritten now (the page saw it happen; managedFields times do not move on every
+// write), one that did not keeps the time it had.
+func refreshed(prev, next scoreObject, now time.Time) {
+	for name, c := range next.scores {
+		if c.fromLedger {
+			continue
+		}
+		old, ok := prev.scores[name]
+		switch {
+		case !ok || old.Value != c.Value || !sameTime(old.ValidUntil, c.ValidUntil):
+			c.Observed = &now
+		default:
+			c.Observed = old.Observed
+		}
+		next.scores[name] = c
+	}
+}
+
+func sameTime(a, b *time.Time) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(*b))
+}
+
+func column(resource, score string) string { return resource + "/" + score }
+
+// scoresView builds the heat map from the objects as of now.
+func scoresView(objs map[string]scoreObject, now time.Time) ScoresView {
+	v := ScoresView{Now: now, Cells: map[string]map[string]Cell{}}
+	cols := map[string]bool{}
+	for _, so := range objs {
+		row := v.Cells[so.cluster]
+		if row == nil {
+			row = map[string]Cell{}
+			v.Cells[so.cluster] = row
+		}
+		for name, c := range so.scores {
+			c.Expired = c.ValidUntil != nil && !c.ValidUntil.After(now)
+			col := column(so.resource, name)
+			row[col] = c
+			cols[col] = true
+		}
+	}
+	for c := range v.Cells {
+		v.Clusters = append(v.Clusters, c)
+	}
+	for c := range cols {
+		v.Columns = append(v.Columns, c)
+	}
+	sort.Strings(v.Clusters)
+	sort.Strings(v.Columns)
+	return v
+}
+
+// Prioritizer is one entry of a Placement's prioritizerPolicy.
+type Prioritizer struct {
+	Type string `json:"type"` // AddOn or BuiltIn
+	// Column is "resource/score" for an AddOn score; Name the BuiltIn prioritizer's name.
+	Column string `json:"column,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Weight int32  `json:"weight"`
+}
+
+// Term is one AddOn prioritizer's part in a cluster's total: the score the placement controller
+// would read (0 when missing or expired) times the weight.
+type Term struct {
+	Column  string `json:"column"`
+	Score   int32  `json:"score"`
+	Weight  int32  `json:"weight"`
+	Missing bool   `json:"missing,omitempty"` // no such score for the cluster: counts 0
+	Expired bool   `json:"expired,omitempty"` // past its validUntil: counts 0
+}
+
+// ClusterWhy is one cluster's standing under a Placement's AddOn prioritizers.
+type ClusterWhy struct {
+	Cluster string `json:"cluster"`
+	Chosen  bool   `json:"chosen"`
+	Total   int64  `json:"total"`
+	Terms   []Term `json:"terms"`
+}
+
+// Decision is a Placement's decision from a moment on, and why: every known cluster's terms then.
+type Decision struct {
+	At       time.Time    `json:"at"`
+	Clusters []string     `json:"clusters"`
+	Why      []ClusterWhy `json:"why"`
+}
+
+// PlacementView is a Placement, its policy, its current decision explained, and how its decision
+// moved while the page watched.
+type PlacementView struct {
+	Namespace        string        `json:"namespace"`
+	Name             string        `json:"name"`
+	Mode             string        `json:"mode"`
+	NumberOfClusters *int32        `json:"numberOfClusters,omitempty"`
+	Prioritizers     []Prioritizer `json:"prioritizers"`
+	Current          Decision      `json:"current"`
+	History          []Decision    `json:"history"` // oldest first
+}
+
+// placementState is what the page keeps of one Placement.
+type placementState struct {
+	namespace, name string
+	known           bool // the Placement itself has been seen (decisions may arrive first)
+	mode            string
+	numberOf        *int32
+	prioritizers    []Prioritizer
+	decisions       map[string][]string // PlacementDecision name -> clusters
+	decided         bool                // current holds what the decisions say
+	current         []string
+	history         []Decision
+}
+
+func placementPolicy(p *clusterv1beta1.Placement) (mode string, prios []Prioritizer) {
+	mode = string(p.Spec.PrioritizerPolicy.Mode)
+	if mode == "" {
+		mode = string(clusterv1beta1.PrioritizerPolicyModeAdditive)
+	}
+	for _, pc := range p.Spec.PrioritizerPolicy.Configurations {
+		sc := pc.ScoreCoordinate
+		switch {
+		case sc == nil:
+		case sc.Type == clusterv1beta1.ScoreCoordinateTypeAddOn && sc.AddOn != nil:
+			prios = append(prios, Prioritizer{Type: clusterv1beta1.ScoreCoordinateTypeAddOn, Column: column(sc.AddOn.ResourceName, sc.AddOn.ScoreName), Weight: pc.Weight})
+		default:
+			prios = append(prios, Prioritizer{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, Name: sc.BuiltIn, Weight: pc.Weight})
+		}
+	}
+	return mode, prios
+}
+
+// why ranks clusters by the AddOn terms of prios, as the placement controller weighs them
+// (weight x score; a missing or expired score counts 0): highest total first, then by name.
+// BuiltIn prioritizers (Balance, Steady, ResourceAllocatable...) depend on state the page does
+// not read and are listed, not scored.
+func why(prios []Prioritizer, v ScoresView, chosen []string) []ClusterWhy {
+	isChosen := map[string]bool{}
+	for _, c := range chosen {
+		isChosen[c] = true
+	}
+	clusters := append([]string(nil), v.Clusters...)
+	for _, c := range chosen {
+		if _, ok := v.Cells[c]; !ok {
+			clusters = append(clusters, c)
+		}
+	}
+	out := make([]ClusterWhy, 0, len(clusters))
+	for _, c := range clusters {
+		w := ClusterWhy{Cluster: c, Chosen: isChosen[c], Terms: []Term{}}
+		for _, p := range prios {
+			if p.Type != clusterv1beta1.ScoreCoordinateTypeAddOn {
+				continue
+			}
+			t := Term{Column: p.Column, Weight: p.Weight}
+			cell, ok := v.Cells[c][p.Column]
+			switch {
+			case !ok:
+				t.Missing = true
+			case cell.Expired:
+				t.Expired = true
+			default:
+				t.Score = cell.Value
+			}
+			w.Total += int64(t.Score) * int64(t.Weight)
+			w.Terms = append(w.Terms, t)
+		}
+		out = append(out, w)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Cluster < out[j].Cluster
+	})
+	return out
+}
+
+// decided is the union of a Placement's PlacementDecisions, sorted.
+func decided(byObject map[string][]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, cs := range byObject {
+		for _, c := range cs {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameClusters(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
