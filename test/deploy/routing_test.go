@@ -25,6 +25,9 @@ import (
 
 const player = "cloudevents-player"
 
+// page is the scores page: it takes every io.scoreflow event, and no other.
+const page = "scores-page"
+
 // route is one Trigger with its filter materialised by knative.dev/eventing's own code, chosen
 // the way the broker's filter handler chooses: spec.filters when set, else the legacy attribute
 // filter, else none. (test/e2e routes the same Triggers through the real broker.)
@@ -162,22 +165,22 @@ func TestRouting(t *testing.T) {
 		tests = append(tests, tc{"Namespace " + verb + " (another ApiServerSource)", e, []string{player}})
 	}
 	tests = append(tests,
-		tc{"metric.changed from metric-watcher", newEvent(contract.TypeMetricChanged, "metric-watcher"), []string{player, "promql-scorer", "resource-scorer"}},
-		tc{"metric.changed from alertmanager-adapter", newEvent(contract.TypeMetricChanged, "alertmanager-adapter"), []string{player, "promql-scorer", "resource-scorer"}},
-		tc{"score.updated", newEvent(contract.TypeScoreUpdated, "promql-scorer"), []string{player, "score-writer"}},
-		tc{"write.done", newEvent(contract.TypeWriteDone, "score-writer"), []string{player}},
-		tc{"write.failed", newEvent(contract.TypeWriteFailed, "score-writer"), []string{player}},
-		tc{"write.failed from dead-letter", newEvent(contract.TypeWriteFailed, deadLetter), []string{player}},
-		tc{"score.failed", newEvent(contract.TypeScoreFailed, "health-scorer"), []string{player}},
-		tc{"optimize.requested", newEvent(optimizer.TypeRequested, "scoreflow-cli"), []string{player, "optimizer"}},
-		tc{"optimize.reset.requested", newEvent(optimizer.TypeResetRequested, "scoreflow-cli"), []string{player, "optimizer"}},
-		tc{"optimize.done", newEvent(optimizer.TypeDone, "optimizer"), []string{player}},
-		tc{"optimize.failed", newEvent(optimizer.TypeFailed, "optimizer"), []string{player}},
-		tc{"optimize.reset.done", newEvent(optimizer.TypeResetDone, "optimizer"), []string{player}},
+		tc{"metric.changed from metric-watcher", newEvent(contract.TypeMetricChanged, "metric-watcher"), []string{player, page, "promql-scorer", "resource-scorer"}},
+		tc{"metric.changed from alertmanager-adapter", newEvent(contract.TypeMetricChanged, "alertmanager-adapter"), []string{player, page, "promql-scorer", "resource-scorer"}},
+		tc{"score.updated", newEvent(contract.TypeScoreUpdated, "promql-scorer"), []string{player, page, "score-writer"}},
+		tc{"write.done", newEvent(contract.TypeWriteDone, "score-writer"), []string{player, page}},
+		tc{"write.failed", newEvent(contract.TypeWriteFailed, "score-writer"), []string{player, page}},
+		tc{"write.failed from dead-letter", newEvent(contract.TypeWriteFailed, deadLetter), []string{player, page}},
+		tc{"score.failed", newEvent(contract.TypeScoreFailed, "health-scorer"), []string{player, page}},
+		tc{"optimize.requested", newEvent(optimizer.TypeRequested, "scoreflow-cli"), []string{player, page, "optimizer"}},
+		tc{"optimize.reset.requested", newEvent(optimizer.TypeResetRequested, "scoreflow-cli"), []string{player, page, "optimizer"}},
+		tc{"optimize.done", newEvent(optimizer.TypeDone, "optimizer"), []string{player, page}},
+		tc{"optimize.failed", newEvent(optimizer.TypeFailed, "optimizer"), []string{player, page}},
+		tc{"optimize.reset.done", newEvent(optimizer.TypeResetDone, "optimizer"), []string{player, page}},
 	)
 	agent := newEvent(contract.TypeScoreUpdated, "latency-scorer/cluster1")
 	agent.SetExtension("scoreflowagent", "latency")
-	tests = append(tests, tc{"score.updated from a managed-cluster agent", agent, []string{player, "score-writer"}})
+	tests = append(tests, tc{"score.updated from a managed-cluster agent", agent, []string{player, page, "score-writer"}})
 
 	sort.Slice(tests, func(i, j int) bool { return tests[i].name < tests[j].name })
 	for _, tt := range tests {
@@ -333,6 +336,11 @@ func TestNoEventLoops(t *testing.T) {
 		{"the triggers as deployed", s.Triggers, false},
 		{"player inherits the broker's dead-letter sink", with(func(items []manifests.Item[*eventingv1.Trigger]) []manifests.Item[*eventingv1.Trigger] {
 			tr := trig(player)
+			tr.Spec.Delivery = nil
+			return replace(items, tr)
+		}), true},
+		{"the scores page inherits the broker's dead-letter sink", with(func(items []manifests.Item[*eventingv1.Trigger]) []manifests.Item[*eventingv1.Trigger] {
+			tr := trig(page)
 			tr.Spec.Delivery = nil
 			return replace(items, tr)
 		}), true},
