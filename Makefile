@@ -36,8 +36,12 @@ build: ## Compile every package and put each function and the CLI in bin/.
 run: tools build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
 	bin/scoreflow run
 
+.PHONY: browser
+browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
+	@hack/install-chromium.sh
+
 .PHONY: test
-test: tools lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
+test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz
 
