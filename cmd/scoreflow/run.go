@@ -74,6 +74,7 @@ func run(args []string) error {
 	}()
 	say(`
 scoreflow is running (started in %s)
+  page       %s (open it: live clusters x scores, each decision and why, refusals)
   broker     %s (Knative Eventing's broker ingress; scoreflow send uses it)
   hub        kubectl --kubeconfig %s get addonplacementscores -A
   placement  %s/%s picks the cluster with the highest %s/%s
@@ -81,7 +82,7 @@ scoreflow is running (started in %s)
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
 Ctrl-C stops everything.
-`, time.Since(start).Round(100*time.Millisecond), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
+`, time.Since(start).Round(100*time.Millisecond), pageURL(s), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
 		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), devrun.DemoPeriod)
 
 	var lastTable, lastDecision string
@@ -136,6 +137,13 @@ func resetState(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, stateMarker), nil, 0o644)
+}
+
+func pageURL(s *devrun.Stack) string {
+	if u := s.PageURL(); u != "" {
+		return u
+	}
+	return "(none: deploy/ has no " + devrun.PageName + ")"
 }
 
 func orNone(s string) string {

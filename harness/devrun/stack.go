@@ -28,6 +28,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
+	"github.com/scoreflow/scoreflow/pkg/scorespage"
 )
 
 // The demo topology: clusters in a cluster set bound to the scoreflow namespace, and a Placement
@@ -223,6 +224,18 @@ func (s *Stack) Stop() {
 	if s.Hub != nil {
 		_ = s.Hub.Stop()
 	}
+}
+
+// PageName is the Service of deploy/ that serves the scores page.
+const PageName = "scores-page"
+
+// PageURL is the address of the scores page (functions/scores-page, run like every function of
+// deploy/), empty when deploy/ has none.
+func (s *Stack) PageURL() string {
+	if f, ok := s.Functions[PageName]; ok {
+		return f.URL + scorespage.Path
+	}
+	return ""
 }
 
 // servePlayer stands in for every Service that is not one of scoreflow's functions

@@ -4,8 +4,10 @@ package cli
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scoreflow/scoreflow/pkg/scorespage"
 )
 
 var binDir string // the functions and the CLI, built once
@@ -151,6 +155,7 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 			t.Fatalf("no moving decision within 5 minutes:\n%s", strings.Join(seen, "\n"))
 		}
 	}
+	checkPage(t, seen)
 	children := descendants(cmd.Process.Pid)
 	if len(children) < 10 {
 		t.Errorf("only %d processes under scoreflow run: %v", len(children), children)
@@ -176,6 +181,50 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 	for _, pid := range children {
 		if alive(pid) {
 			t.Errorf("process %d (%s) outlived scoreflow run", pid, comm(pid))
+		}
+	}
+}
+
+// checkPage reads the scores page's address from the lines `scoreflow run` printed and checks what
+// the page holds: the demo's scores, the Placement's decision explained by its score, and events
+// the broker delivered to it through its Trigger (triggers/scores-page.yaml).
+func checkPage(t *testing.T, lines []string) {
+	t.Helper()
+	var url string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "page" && strings.HasPrefix(f[1], "http://") {
+			url = f[1]
+		}
+	}
+	if url == "" {
+		t.Errorf("scoreflow run printed no page address:\n%s", strings.Join(lines, "\n"))
+		return
+	}
+	var snap scorespage.Snapshot
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		resp, err := http.Get(url + "state")
+		if err != nil {
+			t.Fatalf("the page at %s: %v", url, err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&snap)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%sstate: %v", url, err)
+		}
+		types := map[string]bool{}
+		for _, e := range snap.Events {
+			types[e.Type] = true
+		}
+		placed := false
+		for _, p := range snap.Placements {
+			placed = placed || (p.Name == "most-idle-cpu" && len(p.Current.Clusters) == 1 && len(p.Current.Why) > 0 && len(p.Current.Why[0].Terms) == 1)
+		}
+		if placed && len(snap.Scores.Clusters) >= 3 && types["io.scoreflow.score.updated"] && types["io.scoreflow.score.write.done"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the page at %s does not show the demo within a minute: clusters %v, placements %+v, event types %v", url, snap.Scores.Clusters, snap.Placements, types)
+			return
 		}
 	}
 }

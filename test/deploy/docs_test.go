@@ -106,7 +106,7 @@ func TestQuickstartExamples(t *testing.T) {
 		// The example scorer's reply must reach the deployed writer, and nothing of the example loop.
 		hub := load(t, setHub)
 		all := append(append([]manifests.Item[*eventingv1.Trigger](nil), hub.Triggers...), knative.Triggers...)
-		if got := subscribers(matching(routes(t, all), newEvent(contract.TypeScoreUpdated, "my-scorer"))); strings.Join(got, ",") != "cloudevents-player,score-writer" {
+		if got := subscribers(matching(routes(t, all), newEvent(contract.TypeScoreUpdated, "my-scorer"))); strings.Join(got, ",") != "cloudevents-player,score-writer,scores-page" {
 			t.Errorf("the example scorer's score.updated reaches %v", got)
 		}
 	})
