@@ -353,3 +353,24 @@ func TestMux(t *testing.T) {
 		t.Errorf("POST / answered %d, not by the CloudEvents receiver", resp.StatusCode)
 	}
 }
+
+// A score passing its validUntil is a change (Placements now count it 0) though no object
+// changed: the tick wakes the streams once for it, not on every tick after.
+func TestExpiryWakesStreams(t *testing.T) {
+	now := t0
+	p := New(nil, Options{Now: func() time.Time { return now }})
+	vu := t0.Add(1500 * time.Millisecond)
+	p.setScore(score("c1", "cpu", &vu, "idle", 1))
+	p.expireTick()
+	before := p.scoresVer
+	for i, want := range []uint64{before, before + 1, before + 1} {
+		now = now.Add(time.Second)
+		p.expireTick()
+		if p.scoresVer != want {
+			t.Errorf("tick %d (%s): version %d, want %d", i+1, now.Sub(t0), p.scoresVer, want)
+		}
+	}
+	if c := p.Snapshot().Scores.Cells["c1"]["cpu/idle"]; !c.Expired {
+		t.Errorf("cell %+v not expired", c)
+	}
+}
