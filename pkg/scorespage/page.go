@@ -30,7 +30,8 @@ import (
 
 // Options configure a Page. Zero values take the defaults shown.
 type Options struct {
-	// Events is how many received events the page keeps and shows (default 200).
+	// Events is how many received events the page keeps and shows (default 200); routine events
+	// make room before refusals do, which keep up to half of it.
 	Events int
 	// History is how many decisions per Placement the page keeps (default 50).
 	History int
@@ -162,13 +163,32 @@ func (p *Page) Handle(_ context.Context, e event.Event) function.Response {
 	p.mu.Lock()
 	p.seq++
 	v.Seq = p.seq
-	p.events = append(p.events, v)
-	if over := len(p.events) - p.opts.Events; over > 0 {
-		p.events = append(p.events[:0:0], p.events[over:]...)
-	}
+	p.events = trimEvents(append(p.events, v), p.opts.Events)
 	p.notifyLocked()
 	p.mu.Unlock()
 	return function.Response{Status: http.StatusAccepted}
+}
+
+// trimEvents drops the oldest events beyond max, routine ones first: under a steady flow of
+// updates and answers, the refusals people come to the page for would otherwise scroll out
+// within minutes. Refusals keep at most half the room.
+func trimEvents(evs []EventView, max int) []EventView {
+	if len(evs) <= max {
+		return evs
+	}
+	refusals := 0
+	for _, e := range evs {
+		if e.Refusal {
+			refusals++
+		}
+	}
+	dropRefusal := refusals > max/2 || refusals == len(evs)
+	for i, e := range evs {
+		if e.Refusal == dropRefusal {
+			return append(evs[:i:i], evs[i+1:]...)
+		}
+	}
+	return evs[1:]
 }
 
 // notifyLocked wakes every stream. Call with mu held.

@@ -374,3 +374,30 @@ func TestExpiryWakesStreams(t *testing.T) {
 		t.Errorf("cell %+v not expired", c)
 	}
 }
+
+// Routine events make room for new ones before refusals do, until refusals fill half of it.
+func TestRefusalsOutliveRoutineEvents(t *testing.T) {
+	p := New(nil, Options{Events: 4})
+	ok := ce(contract.TypeWriteDone, "w", `{}`)
+	bad := ce(contract.TypeWriteFailed, "w", contract.WriteResult{Reason: contract.ReasonInvalidData})
+	kinds := func() string {
+		var b strings.Builder
+		for _, e := range p.Snapshot().Events {
+			fmt.Fprintf(&b, "%d%v ", e.Seq, map[bool]string{true: "!", false: ""}[e.Refusal])
+		}
+		return b.String()
+	}
+	for _, e := range []event.Event{bad, ok, ok, ok, ok, ok} {
+		p.Handle(context.Background(), e)
+	}
+	if got := kinds(); got != "1! 4 5 6 " {
+		t.Errorf("after a refusal and 5 routine events: %s", got)
+	}
+	for range 3 {
+		p.Handle(context.Background(), bad)
+	}
+	// Refusals hold at most half of the room: the oldest refusals go, the newest routine events stay.
+	if got := kinds(); got != "5 6 8! 9! " {
+		t.Errorf("after 3 more refusals: %s", got)
+	}
+}

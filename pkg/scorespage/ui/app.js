@@ -254,6 +254,15 @@ function eventItem(e, fresh) {
   return li;
 }
 
+// As the server does: drop the oldest routine event first, so refusals stay in view; refusals
+// keep at most half the room.
+function trimEvents(evs) {
+  const refusals = evs.filter((e) => e.refusal).length;
+  const dropRefusal = refusals > MAX_EVENTS / 2 || refusals === evs.length;
+  const i = evs.findIndex((e) => e.refusal === dropRefusal);
+  return evs.slice(0, i).concat(evs.slice(i + 1));
+}
+
 function renderEvents(freshFrom) {
   const list = $("event-list");
   const only = $("refusals-only").checked;
@@ -306,7 +315,7 @@ function connect() {
       fresh = evs.length ? evs[0].seq : undefined;
       state.events = state.events.concat(evs);
     }
-    if (state.events.length > MAX_EVENTS) state.events = state.events.slice(-MAX_EVENTS);
+    while (state.events.length > MAX_EVENTS) state.events = trimEvents(state.events);
     renderEvents(fresh);
     stamp();
   });
