@@ -36,6 +36,10 @@ build: ## Compile every package and put each function and the CLI in bin/.
 run: tools build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
 	bin/scoreflow run
 
+.PHONY: run-oidc
+run-oidc: tools build ## The same with Knative's sender identity on and the oidc/ manifests (scoreflow run --oidc).
+	bin/scoreflow run --oidc
+
 .PHONY: test
 test: tools lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
