@@ -145,7 +145,7 @@ func (s *Stack) identityEnv(ctx context.Context, f *Function, boundBySink bool) 
 		return nil, fmt.Errorf("%s: the SinkBinding mounted no token at %s: %w", f.Name, filepath.Dir(function.SinkTokenFile), err)
 	}
 	for path, secret := range mounts {
-		local := filepath.Join(s.StateDir, "files", f.Name, "mounts", path)
+		local := s.Mounted(f.Name, path)
 		if err := s.Knative.MountSecret(s.runCtx, f.Namespace, secret, local, 30*time.Second); err != nil {
 			return nil, err
 		}
@@ -154,6 +154,12 @@ func (s *Stack) identityEnv(ctx context.Context, f *Function, boundBySink bool) 
 		}
 	}
 	return env, nil
+}
+
+// Mounted is where a file or directory at path in function's container is locally (the Secrets
+// Knative mounts into it: Options.OIDC runs).
+func (s *Stack) Mounted(function, path string) string {
+	return filepath.Join(s.StateDir, "files", function, "mounts", path)
 }
 
 // BrokerPolicy is the EventPolicy of oidc/eventpolicies.yaml: who may send to the Broker.
