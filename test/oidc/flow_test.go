@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +16,17 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
 // The Broker's audience and the dead-letter function's, as the oidc/ variant names them.
@@ -162,6 +169,29 @@ func TestFlowWithSenderIdentity(t *testing.T) {
 	if r := seen.results(direct.ID()); len(r) > 0 {
 		t.Errorf("the dead-letter function reported a post it refused: %+v", r[0])
 	}
+
+	// Knative renews a SinkBinding's token by rewriting its Secret; the mounted file follows and
+	// the running metric-watcher presents whatever it holds. A token the Broker refuses (another
+	// audience) stops the watcher's events; a renewed valid one lets the change through, without a
+	// restart.
+	renew := func(audience string) {
+		t.Helper()
+		renewToken(t, ctx, s, "metric-watcher", audience, s.Mounted("metric-watcher", function.SinkTokenFile))
+	}
+	renew("scoreflow/not-the-broker")
+	refusedBefore := watcherErrors(t, s)
+	if err := s.PushIdle(ctx, map[string]float64{"cluster1": 0.1, "cluster2": 0.2, "cluster3": 0.95}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the metric-watcher's sends with a refused token did not fail", func() bool { return watcherErrors(t, s) > refusedBefore })
+	if d := decision(); d != "cluster2" {
+		t.Errorf("with the metric-watcher's token refused the decision moved to %s", d)
+	}
+	renewed := time.Now()
+	renew(scoreflowBrokerAudience)
+	eventually(t, 60*time.Second, "after its token was renewed the metric-watcher's change did not move the placement to cluster3", func() bool { return decision() == "cluster3" })
+	t.Logf("the decision moved %s after the token Secret was renewed", time.Since(renewed).Round(time.Millisecond))
+
 	if crashed := s.Knative.Crashed(); len(crashed) > 0 {
 		t.Errorf("Knative processes crashed: %v", crashed)
 	}
@@ -243,4 +273,55 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// renewToken rewrites the token Secret of SinkBinding name, as Knative does when it renews it, with
+// a token of the SinkBinding's identity for audience, and waits until the mounted file at path
+// holds it.
+func renewToken(t *testing.T, ctx context.Context, s *devrun.Stack, name, audience, path string) {
+	t.Helper()
+	ri, err := s.Knative.Applier.Resource(knlocal.SinkBindingKind, devrun.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretName, _, _ := unstructured.NestedString(sb.Object, "status", "oidcTokenSecretName")
+	sa, _, _ := unstructured.NestedString(sb.Object, "status", "auth", "serviceAccountName")
+	if secretName == "" || sa == "" {
+		t.Fatalf("SinkBinding %s has no token Secret or identity in its status", name)
+	}
+	// Two hours: longer than Knative's renewal margin, so its own resync leaves the token alone.
+	tr, err := s.Hub.Kube.CoreV1().ServiceAccounts(devrun.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To(int64(7200))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := s.Hub.Kube.CoreV1().Secrets(devrun.Namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["token"] = []byte(tr.Status.Token)
+	if _, err := s.Hub.Kube.CoreV1().Secrets(devrun.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the mounted token did not follow its Secret", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && string(b) == tr.Status.Token
+	})
+}
+
+// watcherErrors is how many of the metric-watcher's sends have failed.
+func watcherErrors(t *testing.T, s *devrun.Stack) float64 {
+	t.Helper()
+	_, metrics := functest.Get(t, s.Functions["metric-watcher"].URL+"/metrics")
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, `scoreflow_watcher_events_sent_total{result="error"}`) {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, " "):]), 64)
+			return v
+		}
+	}
+	return 0
 }
