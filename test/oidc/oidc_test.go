@@ -1,6 +1,7 @@
 // Package oidc runs the stock Knative Eventing with sender identity on (authentication-oidc
-// enabled, default-authorization-mode deny-all) against a real hub, with the score-writer binary
-// requiring tokens as the OIDC variant of the manifests deploys it, and checks who can move a score.
+// enabled, default-authorization-mode deny-all) against a real hub: the score-writer binary alone
+// requiring tokens as the OIDC variant of the manifests deploys it, and the whole flow as
+// `scoreflow run --oidc` runs it (harness/devrun); it checks who can move a score.
 package oidc
 
 import (
