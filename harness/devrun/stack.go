@@ -3,7 +3,8 @@
 // placement controller, a real Prometheus fed with changing demo data, every function of deploy/
 // as a process, and the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and
 // deploy/ unmodified: its broker, PingSource and ApiServerSource adapters, SinkBindings and
-// webhook. `scoreflow run` and the end-to-end tests use it.
+// webhook. `scoreflow run` and the end-to-end tests use it; with Options.OIDC (`scoreflow run
+// --oidc`, test/oidc) it runs the oidc/ variant on Knative with sender identity on.
 package devrun
 
 import (
