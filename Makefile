@@ -40,6 +40,10 @@ run: tools build ## Run the whole flow locally on real Knative Eventing: hub, pl
 browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
 	@hack/install-chromium.sh
 
+.PHONY: run-oidc
+run-oidc: tools build ## The same with Knative's sender identity on and the oidc/ manifests (scoreflow run --oidc).
+	bin/scoreflow run --oidc
+
 .PHONY: test
 test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -68,6 +68,19 @@ func runningBroker() string {
 	return strings.TrimSpace(string(b))
 }
 
+// tokenFile, in the state directory, holds the token `scoreflow run --oidc` issued to the CLI: a
+// ServiceAccount the Broker's EventPolicy admits, as oidc/README.md admits a person's client.
+const tokenFile = "token"
+
+// runningToken is the path of the token `scoreflow run --oidc` wrote, or "" when there is none.
+func runningToken() string {
+	p := filepath.Join(stateDir(), tokenFile)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
 // envOr returns the environment variable's value, or def.
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -26,6 +26,7 @@ func run(args []string) error {
 	state := fs.String("state", stateDir(), "where the kubeconfig, logs and mounted files go (emptied first)")
 	lockWait := fs.Duration("lock-wait", 0, "how long to wait for another local Knative (a test, another run) to stop; one runs per machine")
 	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
+	oidc := fs.Bool("oidc", false, "with Knative's sender identity on and the oidc/ manifests: every delivery carries a token its function verifies, the Broker admits only its EventPolicy's senders (scoreflow send gets an admitted identity of its own)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")
 		fs.PrintDefaults()
@@ -53,7 +54,7 @@ func run(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
-		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait,
+		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc,
 		OnEvent: func(e event.Event) {
 			if !*quiet {
 				say("%s", devrun.EventLine(e))
@@ -67,6 +68,19 @@ func run(args []string) error {
 		s.Stop()
 		return err
 	}
+	identity := "off (trusts the network)"
+	if *oidc {
+		tok, err := s.AdmitClient(ctx, cliIdentity, 24*time.Hour)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*state, tokenFile), []byte(tok+"\n"), 0o600)
+		}
+		if err != nil {
+			s.Stop()
+			return err
+		}
+		identity = fmt.Sprintf("on: tokens verified by the broker and every function; scoreflow send presents ServiceAccount %s/%s's token (%s)",
+			devrun.Namespace, cliIdentity, filepath.Join(*state, tokenFile))
+	}
 	defer func() {
 		say("stopping...")
 		s.Stop()
@@ -79,11 +93,12 @@ scoreflow is running (started in %s)
   hub        kubectl --kubeconfig %s get addonplacementscores -A
   placement  %s/%s picks the cluster with the highest %s/%s
   logs       %s
+  identity   %s
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
 Ctrl-C stops everything.
 `, time.Since(start).Round(100*time.Millisecond), pageURL(s), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
-		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), devrun.DemoPeriod)
+		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, devrun.DemoPeriod)
 
 	var lastTable, lastDecision string
 	tick := time.NewTicker(time.Second)
@@ -114,6 +129,9 @@ Ctrl-C stops everything.
 		}
 	}
 }
+
+// cliIdentity is the ServiceAccount `scoreflow run --oidc` admits for scoreflow send.
+const cliIdentity = "scoreflow-cli"
 
 // stateMarker marks a directory scoreflow run made, so that it only ever empties its own.
 const stateMarker = ".scoreflow-run"

@@ -43,6 +43,7 @@ func send(args []string) error {
 	at := fs.String("time", "", "CloudEvent time, RFC 3339 (default: now)")
 	subject := fs.String("subject", "", "CloudEvent subject")
 	data := fs.String("data", "", "JSON data, @file, or - for standard input")
+	token := fs.String("token-file", envOr("SCOREFLOW_TOKEN_FILE", runningToken()), "bearer token to present, for a broker with sender identity on (env SCOREFLOW_TOKEN_FILE; default: the one `scoreflow run --oidc` issued)")
 	ext := extensions{}
 	fs.Var(ext, "e", "extension name=value (repeatable), e.g. -e scorer=promql-scorer")
 	fs.Usage = func() {
@@ -97,6 +98,13 @@ func send(args []string) error {
 	}
 	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
 		return err
+	}
+	if *token != "" {
+		tok, err := os.ReadFile(*token)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -28,6 +28,19 @@ func DemoIdle(i, n int, t time.Time) float64 {
 	return math.Round((0.5+0.4*math.Sin(phase))*1000) / 1000
 }
 
+// PushIdle pushes the demo series now, with each named cluster's idle share (DemoManual runs).
+func (s *Stack) PushIdle(ctx context.Context, idle map[string]float64) error {
+	now := time.Now()
+	var series []promlocal.Series
+	for c, v := range idle {
+		series = append(series, promlocal.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, v))
+	}
+	return s.Prometheus.Push(ctx, series...)
+}
+
+// demoSeries is the metric the demo feeds and demoWatcherConfig watches.
+const demoSeries = "scoreflow_demo_cpu_idle_ratio"
+
 // feedDemo pushes every cluster's idle share to Prometheus every second until ctx ends.
 func (s *Stack) feedDemo(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
@@ -36,7 +49,7 @@ func (s *Stack) feedDemo(ctx context.Context) {
 		now := time.Now()
 		series := make([]promlocal.Series, len(DemoClusters))
 		for i, c := range DemoClusters {
-			series[i] = promlocal.Gauge(map[string]string{"__name__": "scoreflow_demo_cpu_idle_ratio", "cluster": c}, now, DemoIdle(i, len(DemoClusters), now))
+			series[i] = promlocal.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, DemoIdle(i, len(DemoClusters), now))
 		}
 		if err := s.Prometheus.Push(ctx, series...); err != nil && ctx.Err() == nil {
 			s.opts.Log.Warn("demo: push to Prometheus failed", "err", err)

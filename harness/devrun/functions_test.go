@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
@@ -34,5 +37,64 @@ func TestEveryServiceRunsLocally(t *testing.T) {
 	}
 	if _, ok := w.Files[w.Env["MASKS_FILE"]]; !ok {
 		t.Errorf("score-writer: MASKS_FILE %q is not one of its files %v", w.Env["MASKS_FILE"], w.Files)
+	}
+}
+
+// TestOIDCLayoutPatchesTheServices: with sender identity on, a run reads oidc/'s Broker and
+// Triggers, and every oidc/patches file applies to its Service in both forms a run uses (the typed
+// one the local process is made from, the object sent to the hub), with the same result.
+func TestOIDCLayoutPatchesTheServices(t *testing.T) {
+	root := filepath.Join("..", "..")
+	l, err := layoutOf(root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifests.Load(l.broker, l.triggers, l.deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.patchSet(set); err != nil {
+		t.Fatal(err)
+	}
+	fns, err := functionsFrom(set, "bin", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := knlocal.ReadFiles(l.deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.patchObjects(objs); err != nil {
+		t.Fatal(err)
+	}
+	onHub := map[string]string{}
+	for _, o := range objs {
+		if o.GetKind() != "Service" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+		for _, e := range env {
+			if m := e.(map[string]any); m["name"] == "AUTH_AUDIENCE" {
+				onHub[o.GetName()] = m["value"].(string)
+			}
+		}
+	}
+	verifying := 0
+	byName := map[string]*Function{}
+	for _, f := range fns {
+		byName[f.Name] = f
+		if f.Env["AUTH_AUDIENCE"] != onHub[f.Name] {
+			t.Errorf("%s: AUTH_AUDIENCE %q locally, %q on the hub", f.Name, f.Env["AUTH_AUDIENCE"], onHub[f.Name])
+		}
+		if f.Env["AUTH_OIDC"] == "true" {
+			verifying++
+		}
+	}
+	if want := len(l.patches) - 1; verifying != want { // every patch but cloudevents-player's
+		t.Errorf("%d functions verify callers, want %d (one per oidc/patches file but cloudevents-player's)", verifying, want)
+	}
+	if w := byName["metric-watcher"]; w == nil || w.Env["AUTH_OIDC"] == "true" {
+		t.Error("the metric-watcher, which no Trigger calls, verifies callers")
 	}
 }

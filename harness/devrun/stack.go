@@ -3,7 +3,8 @@
 // placement controller, a real Prometheus fed with changing demo data, every function of deploy/
 // as a process, and the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and
 // deploy/ unmodified: its broker, PingSource and ApiServerSource adapters, SinkBindings and
-// webhook. `scoreflow run` and the end-to-end tests use it.
+// webhook. `scoreflow run` and the end-to-end tests use it; with Options.OIDC (`scoreflow run
+// --oidc`, test/oidc) it runs the oidc/ variant on Knative with sender identity on.
 package devrun
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
@@ -57,6 +59,15 @@ type Options struct {
 	// metric-watcher at them, polling every WatchInterval (default 2s).
 	Demo          bool
 	WatchInterval time.Duration
+	// DemoManual, with Demo, leaves the demo series to the caller (PushIdle) instead of feeding
+	// them waves: a test decides when a metric changes.
+	DemoManual bool
+	// OIDC runs with Knative's sender identity on (authentication-oidc, default-authorization-mode
+	// deny-all) and the oidc/ variant of the manifests applied as oidc/README.md says: every
+	// Trigger presents a token for its function's audience, every function verifies it, the
+	// SinkBinding-bound functions send with the token Knative mounts for them, and the Broker
+	// admits only what its EventPolicy names.
+	OIDC bool
 	// OnEvent sees every event the broker delivers to cloudevents-player's Trigger (all of them:
 	// what a user would watch in the player), decoded.
 	OnEvent func(event.Event)
@@ -79,6 +90,7 @@ type Stack struct {
 	StateDir   string
 
 	opts   Options
+	runCtx context.Context // ends at Stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	player *http.Server
@@ -104,12 +116,19 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	set, err := manifests.Load(filepath.Join(opts.Root, "brokers"), filepath.Join(opts.Root, "triggers"), filepath.Join(opts.Root, "deploy"))
+	lay, err := layoutOf(opts.Root, opts.OIDC)
 	if err != nil {
 		return nil, err
 	}
+	set, err := manifests.Load(lay.broker, lay.triggers, lay.deploy)
+	if err != nil {
+		return nil, err
+	}
+	if err := lay.patchSet(set); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s = &Stack{opts: opts, cancel: cancel, Functions: map[string]*Function{}, StateDir: opts.StateDir,
+	s = &Stack{opts: opts, runCtx: runCtx, cancel: cancel, Functions: map[string]*Function{}, StateDir: opts.StateDir,
 		Kubeconfig: filepath.Join(opts.StateDir, "kubeconfig")}
 	defer func() {
 		if err != nil {
@@ -141,16 +160,26 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Prometheus, err = promlocal.Run(); err != nil {
 		return s, err
 	}
-	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)")
-	if s.Knative, err = knlocal.Start(ctx, s.Hub, knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log}); err != nil {
+	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC)
+	knOpts := knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log}
+	if opts.OIDC {
+		knOpts.Features = knlocal.OIDCFeatures()
+	}
+	if s.Knative, err = knlocal.Start(ctx, s.Hub, knOpts); err != nil {
 		return s, err
 	}
 	s.BrokerURL = s.Knative.IngressURL + "/" + Namespace + "/scoreflow"
 
-	log.Info("applying deploy/, brokers/ and triggers/ unmodified (admitted by Knative's webhook)")
-	objs, err := knlocal.ReadFiles(filepath.Join(opts.Root, "deploy", "00-namespace.yaml"),
-		filepath.Join(opts.Root, "brokers", "scoreflow.yaml"), filepath.Join(opts.Root, "triggers"), filepath.Join(opts.Root, "deploy"))
+	if opts.OIDC {
+		log.Info("applying the oidc/ variant: deploy/ with oidc/patches, oidc/broker.yaml, oidc/triggers/, EventPolicies (admitted by Knative's webhook)")
+	} else {
+		log.Info("applying deploy/, brokers/ and triggers/ unmodified (admitted by Knative's webhook)")
+	}
+	objs, err := knlocal.ReadFiles(append([]string{filepath.Join(lay.deploy, "00-namespace.yaml"), lay.broker, lay.triggers, lay.deploy}, lay.after...)...)
 	if err != nil {
+		return s, err
+	}
+	if err = lay.patchObjects(objs); err != nil {
 		return s, err
 	}
 	if err = s.Knative.Applier.Apply(ctx, objs...); err != nil {
@@ -185,12 +214,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err = startAll(ctx, fns, extra, logDir); err != nil {
 		return s, err
 	}
-	if err = s.Knative.WaitReady(ctx, Namespace, 90*time.Second, knlocal.BrokerKind, knlocal.TriggerKind,
-		knlocal.PingSourceKind, knlocal.ApiServerSourceKind); err != nil {
+	kinds := []schema.GroupVersionKind{knlocal.BrokerKind, knlocal.TriggerKind, knlocal.PingSourceKind, knlocal.ApiServerSourceKind}
+	if opts.OIDC {
+		kinds = append(kinds, knlocal.EventPolicyKind)
+	}
+	if err = s.Knative.WaitReady(ctx, Namespace, 90*time.Second, kinds...); err != nil {
 		return s, err
 	}
 	log.Info("broker ready", "url", s.BrokerURL)
-	if opts.Demo {
+	if opts.Demo && !opts.DemoManual {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.feedDemo(runCtx) }()
 	}
@@ -311,6 +343,13 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 				env = append(env, k+"="+v)
 			}
 		}
+		if s.opts.OIDC {
+			id, err := s.identityEnv(ctx, f, boundBySink(set, f))
+			if err != nil {
+				return nil, err
+			}
+			env = append(env, id...)
+		}
 		extra[f.Name] = env
 	}
 	for _, it := range set.Services {
@@ -356,4 +395,15 @@ func startAll(ctx context.Context, fns []*Function, env map[string][]string, log
 		}
 	}
 	return errors.Join(all...)
+}
+
+// boundBySink reports whether a SinkBinding of set has f's Service as its subject.
+func boundBySink(set *manifests.Set, f *Function) bool {
+	for _, b := range set.SinkBindings {
+		subj := b.Object.Spec.Subject
+		if b.Object.Namespace == f.Namespace && subj.Kind == "Service" && subj.Name == f.Name {
+			return true
+		}
+	}
+	return false
 }

@@ -23,6 +23,7 @@ var (
 	SinkBindingKind     = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "SinkBinding"}
 	ApiServerSourceKind = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "ApiServerSource"}
 	ServiceKind         = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
+	EventPolicyKind     = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1alpha1", Kind: "EventPolicy"}
 )
 
 // ServeService stands in for Knative Serving: the Service namespace/name is served at url (a local

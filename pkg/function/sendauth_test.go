@@ -42,9 +42,10 @@ func TestSenderPresentsTheMountedToken(t *testing.T) {
 }
 
 // An agent outside the hub points --sink-token-file (SINK_TOKEN_FILE) at a hub-issued token
-// mounted from a Secret.
+// mounted from a Secret. When the Secret is renewed the kubelet swaps the file in place; the next
+// event presents the renewed token, with no restart.
 func TestSinkTokenFileFlag(t *testing.T) {
-	got := make(chan string, 1)
+	got := make(chan string, 2)
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Get("Authorization")
 		w.WriteHeader(http.StatusAccepted)
@@ -69,5 +70,18 @@ func TestSinkTokenFileFlag(t *testing.T) {
 	}
 	if h := <-got; h != "Bearer hub-issued" {
 		t.Fatalf("Authorization %q", h)
+	}
+	renewed := filepath.Join(filepath.Dir(tokenFile), "..renewed")
+	if err := os.WriteFile(renewed, []byte("hub-issued-renewed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(renewed, tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), functest.Ping(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != "Bearer hub-issued-renewed" {
+		t.Fatalf("after the token file was renewed: Authorization %q", h)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -30,11 +31,13 @@ func read(t *testing.T, path string) []*unstructured.Unstructured {
 }
 
 // The OIDC variant stays the default manifests plus what sender identity needs: each Trigger in
-// oidc/triggers/ is its triggers/ twin with only subscriber.audience added; each function that a
-// Trigger with an audience calls gets, from its patch, exactly that audience and that Trigger's
-// OIDC identity (named as Knative names it), in a configuration the function accepts; the Broker's
-// EventPolicy admits every source and every replying Trigger of the manifests, and not
-// cloudevents-player.
+// oidc/triggers/ is its triggers/ twin with only subscriber.audience and the dead-letter sink's
+// audience added, and oidc/broker.yaml the Broker with only the dead-letter sink's audience; each
+// function that a Trigger with an audience calls gets, from its patch, exactly that audience and
+// that Trigger's OIDC identity (named as Knative names it), in a configuration the function
+// accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
+// whose failed deliveries reach it; the Broker's EventPolicy admits every source and every replying
+// Trigger of the manifests, and not cloudevents-player.
 func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	base := map[string]*unstructured.Unstructured{}
 	for _, o := range read(t, "triggers") {
@@ -44,6 +47,15 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	if len(variant) != len(base) {
 		t.Fatalf("oidc/triggers has %d Triggers, triggers/ %d", len(variant), len(base))
 	}
+	// The Broker's dead-letter sink serves every Trigger without a delivery of its own.
+	broker := read(t, "oidc/broker.yaml")[0]
+	dlsAudience, _, _ := unstructured.NestedString(broker.Object, "spec", "delivery", "deadLetterSink", "audience")
+	strippedBroker := broker.DeepCopy()
+	unstructured.RemoveNestedField(strippedBroker.Object, "spec", "delivery", "deadLetterSink", "audience")
+	if !reflect.DeepEqual(strippedBroker.Object, read(t, "brokers/scoreflow.yaml")[0].Object) {
+		t.Error("oidc/broker.yaml differs from brokers/scoreflow.yaml in more than delivery.deadLetterSink.audience")
+	}
+	var deadLettered []string // identities of the Triggers whose failures reach the dead-letter function
 	services := map[string]*unstructured.Unstructured{}
 	for _, o := range read(t, "deploy") {
 		if o.GetKind() == "Service" && o.GetAPIVersion() == "serving.knative.dev/v1" {
@@ -59,13 +71,22 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		audience, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "audience")
 		stripped := tr.DeepCopy()
 		unstructured.RemoveNestedField(stripped.Object, "spec", "subscriber", "audience")
+		unstructured.RemoveNestedField(stripped.Object, "spec", "delivery", "deadLetterSink", "audience")
 		if !reflect.DeepEqual(stripped.Object, twin.Object) {
-			t.Errorf("oidc/triggers/%s differs from triggers/ in more than subscriber.audience", tr.GetName())
+			t.Errorf("oidc/triggers/%s differs from triggers/ in more than subscriber.audience and delivery.deadLetterSink.audience", tr.GetName())
+		}
+		identity := authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(tr.GroupVersionKind(), metav1.ObjectMeta{Name: tr.GetName(), Namespace: ns}))
+		if _, own, _ := unstructured.NestedMap(tr.Object, "spec", "delivery"); !own {
+			deadLettered = append(deadLettered, identity)
+		} else if _, hasDLS, _ := unstructured.NestedMap(tr.Object, "spec", "delivery", "deadLetterSink"); hasDLS {
+			deadLettered = append(deadLettered, identity)
+			if a, _, _ := unstructured.NestedString(tr.Object, "spec", "delivery", "deadLetterSink", "audience"); a != dlsAudience {
+				t.Errorf("oidc/triggers/%s: dead-letter sink audience %q, the Broker's is %q", tr.GetName(), a, dlsAudience)
+			}
 		}
 		if audience == "" {
 			continue
 		}
-		identity := authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(tr.GroupVersionKind(), metav1.ObjectMeta{Name: tr.GetName(), Namespace: ns}))
 		replying = append(replying, identity)
 		svcName, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "ref", "name")
 		env := patchedEnv(t, services[svcName], "oidc/patches/"+svcName+".json")
@@ -81,6 +102,20 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		if err := function.New(svcName, "test").Parse(nil); err != nil {
 			t.Errorf("%s does not start with its patched environment: %v", svcName, err)
 		}
+	}
+	env := patchedEnv(t, services["dead-letter"], "oidc/patches/dead-letter.json")
+	sort.Strings(deadLettered)
+	if want := strings.Join(deadLettered, ","); env["AUTH_OIDC"] != "true" || env["AUTH_AUDIENCE"] != dlsAudience || env["AUTH_ALLOWED_SUBJECTS"] != want {
+		t.Errorf("dead-letter: AUTH_OIDC=%q AUTH_AUDIENCE=%q AUTH_ALLOWED_SUBJECTS=%q; want true, %q, %q",
+			env["AUTH_OIDC"], env["AUTH_AUDIENCE"], env["AUTH_ALLOWED_SUBJECTS"], dlsAudience, want)
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "AUTH_") {
+			t.Setenv(k, v)
+		}
+	}
+	if err := function.New("dead-letter", "test").Parse(nil); err != nil {
+		t.Errorf("dead-letter does not start with its patched environment: %v", err)
 	}
 
 	var senders []string

@@ -1,6 +1,7 @@
 // Package oidc runs the stock Knative Eventing with sender identity on (authentication-oidc
-// enabled, default-authorization-mode deny-all) against a real hub, with the score-writer binary
-// requiring tokens as the OIDC variant of the manifests deploys it, and checks who can move a score.
+// enabled, default-authorization-mode deny-all) against a real hub: the score-writer binary alone
+// requiring tokens as the OIDC variant of the manifests deploys it, and the whole flow as
+// `scoreflow run --oidc` runs it (harness/devrun); it checks who can move a score.
 package oidc
 
 import (
@@ -34,8 +35,6 @@ const (
 	writerAudience = "scoreflow/score-writer"
 	brokerAudience = "eventing.knative.dev/broker/scoreflow/default"
 )
-
-var eventPolicyKind = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1alpha1", Kind: "EventPolicy"}
 
 // TestOnlyAdmittedSendersMoveAScore: a scorer's token admitted by the Broker's EventPolicy moves a
 // score through the broker, the Trigger (which presents its own identity's token for the writer's
@@ -118,8 +117,8 @@ spec:
 	if err := kn.Applier.Apply(ctx, objs...); err != nil {
 		t.Fatal(err)
 	}
-	if err := kn.WaitReady(ctx, ns, 90*time.Second, knlocal.BrokerKind, knlocal.TriggerKind, eventPolicyKind); err != nil {
-		ep := get(t, ctx, kn, eventPolicyKind, "broker-senders")
+	if err := kn.WaitReady(ctx, ns, 90*time.Second, knlocal.BrokerKind, knlocal.TriggerKind, knlocal.EventPolicyKind); err != nil {
+		ep := get(t, ctx, kn, knlocal.EventPolicyKind, "broker-senders")
 		t.Fatalf("%v\nEventPolicy: %v", err, ep.Object["status"])
 	}
 	triggerSA := triggerIdentity(t, ctx, kn)
@@ -224,16 +223,7 @@ func post(t *testing.T, url, token, resource string, value float64) int {
 		Items: []contract.ClusterScores{{Cluster: "c1", Scores: []contract.Score{{Name: "s", Value: value}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	req := functest.Request(t, url, e)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return postEvent(t, url, token, e)
 }
 
 func get(t *testing.T, ctx context.Context, kn *knlocal.Knative, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {

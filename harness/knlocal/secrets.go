@@ -1,0 +1,113 @@
+package knlocal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ServiceSecretMounts are the Secrets the hub's copy of a Service mounts into its first container,
+// by mount path: what Knative added to it (a SinkBinding with sender identity on mounts its token
+// Secret at /oidc), which a local process of that Service needs as files.
+func (k *Knative) ServiceSecretMounts(ctx context.Context, namespace, name string) (map[string]string, error) {
+	ri, err := k.Applier.Resource(ServiceKind, namespace)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	vols, _, _ := unstructured.NestedSlice(svc.Object, "spec", "template", "spec", "volumes")
+	secrets := map[string]string{} // volume -> Secret
+	for _, v := range vols {
+		m, _ := v.(map[string]any)
+		vol, _ := m["name"].(string)
+		if s, ok, _ := unstructured.NestedString(m, "secret", "secretName"); ok {
+			secrets[vol] = s
+		}
+		sources, _, _ := unstructured.NestedSlice(m, "projected", "sources")
+		for _, src := range sources {
+			if s, ok, _ := unstructured.NestedString(src.(map[string]any), "secret", "name"); ok {
+				secrets[vol] = s
+			}
+		}
+	}
+	out := map[string]string{}
+	containers, _, _ := unstructured.NestedSlice(svc.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return out, nil
+	}
+	mounts, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "volumeMounts")
+	for _, mt := range mounts {
+		m, _ := mt.(map[string]any)
+		vol, _ := m["name"].(string)
+		path, _ := m["mountPath"].(string)
+		if s, ok := secrets[vol]; ok {
+			out[path] = s
+		}
+	}
+	return out, nil
+}
+
+// MountSecret keeps dir holding one file per key of the Secret namespace/name, as a kubelet keeps
+// a secret volume: it returns once the Secret exists and is written (or after timeout), and
+// rewrites the files whenever the Secret changes (Knative renews a SinkBinding's token in place)
+// until ctx ends. Each file is replaced by a rename, so a reader never sees half a token.
+func (k *Knative) MountSecret(ctx context.Context, namespace, name, dir string, timeout time.Duration) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	written := make(chan struct{})
+	var once sync.Once
+	write := func(o any) {
+		s, ok := o.(*corev1.Secret)
+		if !ok {
+			return
+		}
+		for key, v := range s.Data {
+			if err := writeAtomic(filepath.Join(dir, key), v); err != nil {
+				k.log.Error("secret mount", "secret", namespace+"/"+name, "err", err)
+				return
+			}
+		}
+		once.Do(func() { close(written) })
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(k.kube, 10*time.Minute, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	inf := f.Core().V1().Secrets().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: write, UpdateFunc: func(_, o any) { write(o) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	select {
+	case <-written:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		return fmt.Errorf("Secret %s/%s did not appear within %s", namespace, name, timeout)
+	}
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
