@@ -14,6 +14,9 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	Prometheus    = "prometheus"
 	Placement     = "placement"
+	// AddonManager is OCM's addon manager (ocm cmd/addon), built from the placement controller's
+	// pinned module.
+	AddonManager = "addon-manager"
 	// Knative is a directory: one binary per Knative Eventing main (knative.dev/eventing/cmd/...).
 	Knative = "knative"
 	// GovernancePolicyPropagator is the governance policy framework's hub controller.
