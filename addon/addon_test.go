@@ -1,0 +1,397 @@
+package addon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/scoreflow/scoreflow/harness/knlocal"
+	"github.com/scoreflow/scoreflow/harness/localhub"
+)
+
+const (
+	addonName    = "scoreflow-latency-agent"
+	installNS    = "open-cluster-management-agent-addon"
+	brokerURL    = "http://broker-ingress.knative-eventing.svc.cluster.local/scoreflow/scoreflow"
+	clusterSet   = "scoreflow"
+	agentLabel   = "scoreflow.io/latency-agent"
+	hubTokenSA   = "latency-agent"
+	hubNamespace = "scoreflow"
+)
+
+// TestAddonInstallsAgent runs OCM's real addon manager (and placement controller) on a local hub
+// with the manifests of this directory applied, and checks what enabling the addon does, for a
+// cluster enabled by hand (as `clusteradm addon enable` does: a ManagedClusterAddOn) and, after
+// switching to the Placements install strategy, for one chosen by its label: a ManifestWork in the
+// cluster's namespace carries the agent with that cluster's name, the broker and its hub
+// credentials; the agent's hub identity may mint tokens for the broker identity and nothing else;
+// disabling removes the ManifestWork.
+func TestAddonInstallsAgent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	if err := hub.InstallAddonCRDs(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"open-cluster-management-hub", hubNamespace} {
+		if _, err := hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := hub.AddClusterSet(ctx, clusterSet, hubNamespace); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"cluster1", "cluster2"} {
+		if err := hub.AddCluster(ctx, c, map[string]string{localhub.ClusterSetLabel: clusterSet}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hub.AcceptCluster(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logs := filepath.Join(t.TempDir(), "controllers.log")
+	logFile, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			raw, _ := os.ReadFile(logs)
+			var keep []string
+			for _, l := range strings.Split(string(raw), "\n") {
+				// Without a request-header CA on the local API server both controllers repeat this.
+				if !strings.Contains(l, "missing content for CA bundle") {
+					keep = append(keep, l)
+				}
+			}
+			t.Logf("controller logs (end):\n%s", tail(strings.Join(keep, "\n"), 12000))
+		}
+	})
+	pc, err := hub.StartPlacementController(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Stop() })
+	am, err := hub.StartAddonManager(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(am.Stop)
+
+	applier, err := knlocal.NewApplier(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := knlocal.ReadFiles(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Server-side apply validates every field against the CRDs' schemas: a misspelt field fails here.
+	if err := applier.Apply(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	// Another ServiceAccount in the same namespace: the agent must not mint its tokens.
+	if _, err := hub.Kube.CoreV1().ServiceAccounts(hubNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	addons := addonclient.NewForConfigOrDie(hub.Config)
+	works := workclient.NewForConfigOrDie(hub.Config)
+
+	// Enabled by hand, as `clusteradm addon enable --names scoreflow-latency-agent --clusters
+	// cluster1` does: a ManagedClusterAddOn in the cluster's namespace.
+	_, err = addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1alpha1.ManagedClusterAddOn{
+		ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"},
+		Spec:       addonv1alpha1.ManagedClusterAddOnSpec{InstallNamespace: installNS},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgent(t, waitWork(ctx, t, addons, works, "cluster1"), "cluster1")
+	checkHubPermissions(ctx, t, hub.Config, "cluster1")
+	// `clusteradm addon disable`: the ManifestWork goes, so the klusterlet removes the agent.
+	disable(ctx, t, addons, works, "cluster1")
+
+	// The install strategy the CMA's comment describes: by the label, through the Placement.
+	patch := `{"spec":{"installStrategy":{"type":"Placements","placements":[{"name":"scoreflow-latency-agent","namespace":"scoreflow"}]}}}`
+	if _, err := addons.AddonV1alpha1().ClusterManagementAddOns().Patch(ctx, addonName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setLabel(ctx, t, hub, "cluster2", true)
+	checkAgent(t, waitWork(ctx, t, addons, works, "cluster2"), "cluster2")
+	checkHubPermissions(ctx, t, hub.Config, "cluster2")
+	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
+	}
+	setLabel(ctx, t, hub, "cluster2", false)
+	waitDisabled(ctx, t, addons, works, "cluster2")
+	if exited, err := am.Exited(); exited {
+		t.Errorf("the addon manager exited: %v", err)
+	}
+}
+
+func setLabel(ctx context.Context, t *testing.T, hub *localhub.Hub, cluster string, on bool) {
+	t.Helper()
+	mc, err := hub.Cluster.ClusterV1().ManagedClusters().Get(ctx, cluster, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on {
+		mc.Labels[agentLabel] = "true"
+	} else {
+		delete(mc.Labels, agentLabel)
+	}
+	if _, err := hub.Cluster.ClusterV1().ManagedClusters().Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkHubPermissions asserts the template's hub permissions as the addon manager binds them to
+// the agent of cluster (the user and groups of the client certificate the klusterlet obtains for
+// it): it may mint tokens of the broker identity, and nothing else this test can think of.
+func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster string) {
+	t.Helper()
+	agent := agentClient(t, cfg, cluster)
+	waitFor(ctx, t, cluster+"'s agent may mint the broker identity's token", func() (bool, string) {
+		_, err := mint(ctx, agent, hubTokenSA)
+		return err == nil, fmt.Sprint(err)
+	})
+	tok, err := mint(ctx, agent, hubTokenSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(tok.Status.Token, ".") != 2 {
+		t.Errorf("%s: token request returned no JWT", cluster)
+	}
+	if _, err := mint(ctx, agent, "score-writer"); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted a token for another ServiceAccount: %v", cluster, err)
+	}
+	for _, ra := range []authzv1.ResourceAttributes{
+		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "get", Name: hubTokenSA},
+		{Namespace: hubNamespace, Resource: "secrets", Verb: "list"},
+		{Namespace: hubNamespace, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
+		{Namespace: hubNamespace, Group: "eventing.knative.dev", Resource: "brokers", Verb: "get"},
+		{Namespace: cluster, Group: "cluster.open-cluster-management.io", Resource: "addonplacementscores", Verb: "create"},
+		{Namespace: cluster, Group: "work.open-cluster-management.io", Resource: "manifestworks", Verb: "list"},
+		{Group: "cluster.open-cluster-management.io", Resource: "managedclusters", Verb: "list"},
+	} {
+		r, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed {
+			t.Errorf("%s's agent may %s %s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Name, ra.Namespace)
+		}
+	}
+}
+
+// checkAgent asserts the ManifestWork carries the agent Deployment configured for cluster.
+func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
+	t.Helper()
+	var dep *appsv1.Deployment
+	kinds := map[string]bool{}
+	for _, m := range work.Spec.Workload.Manifests {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(m.Raw, &meta); err != nil {
+			t.Fatal(err)
+		}
+		kinds[meta.Kind] = true
+		if meta.Metadata.Namespace != "" && meta.Metadata.Namespace != installNS {
+			t.Errorf("%s in namespace %q, want %q", meta.Kind, meta.Metadata.Namespace, installNS)
+		}
+		if meta.Kind == "Deployment" {
+			dep = &appsv1.Deployment{}
+			if err := json.Unmarshal(m.Raw, dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range []string{"ServiceAccount", "ConfigMap", "Deployment"} {
+		if !kinds[k] {
+			t.Errorf("ManifestWork has no %s (has %v)", k, kinds)
+		}
+	}
+	if dep == nil {
+		t.FailNow()
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	want := map[string]string{
+		"CLUSTER":                   cluster,
+		"K_SINK":                    brokerURL,
+		"HUB_KUBECONFIG":            "/managed/hub-kubeconfig/kubeconfig",
+		"HUB_TOKEN_SERVICE_ACCOUNT": hubNamespace + "/" + hubTokenSA,
+		"HUB_TOKEN_AUDIENCE":        "eventing.knative.dev/broker/scoreflow/scoreflow",
+		"SINK_TOKEN_FILE":           "/var/run/scoreflow/hub-token/token",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	// The hub credentials: the Secret the klusterlet fills for this addon, mounted where
+	// HUB_KUBECONFIG points.
+	secret := ""
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == addonName+"-hub-kubeconfig" {
+			secret = v.Name
+		}
+	}
+	if secret == "" {
+		t.Fatalf("no volume of Secret %s-hub-kubeconfig: %+v", addonName, dep.Spec.Template.Spec.Volumes)
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.Name == secret && m.MountPath == "/managed/hub-kubeconfig" {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("hub kubeconfig Secret not mounted at /managed/hub-kubeconfig: %+v", c.VolumeMounts)
+	}
+}
+
+// agentClient is the hub as the addon agent of cluster sees it: the user and groups of the
+// client certificate the klusterlet obtains for it.
+func agentClient(t *testing.T, cfg *rest.Config, cluster string) kubernetes.Interface {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName),
+		Groups: []string{
+			fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
+			"system:open-cluster-management:addon:" + addonName,
+			"system:authenticated",
+		},
+	}
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func mint(ctx context.Context, c kubernetes.Interface, sa string) (*authnv1.TokenRequest, error) {
+	return c.CoreV1().ServiceAccounts(hubNamespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}},
+	}, metav1.CreateOptions{})
+}
+
+func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
+	l, err := works.WorkV1().ManifestWorks(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func waitWork(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) *workv1.ManifestWork {
+	t.Helper()
+	var got []workv1.ManifestWork
+	waitFor(ctx, t, "the agent's ManifestWork in "+cluster, func() (bool, string) {
+		var err error
+		got, err = agentWorks(ctx, works, cluster)
+		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
+	})
+	mca, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addonUIDs[cluster] = mca.UID
+	return &got[0]
+}
+
+// disable deletes cluster's ManagedClusterAddOn (`clusteradm addon disable`) and waits until the
+// agent's ManifestWork is on its way out (waitDisabled).
+func disable(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
+	t.Helper()
+	if err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDisabled(ctx, t, addons, works, cluster)
+}
+
+// waitDisabled waits until cluster's ManagedClusterAddOn is gone and checks its ManifestWork
+// goes with it. The addon manager does not delete the work itself: the work's controller owner
+// reference to the ManagedClusterAddOn makes Kubernetes' garbage collector (kube-controller-
+// manager, which the local hub does not run) delete it, and the klusterlet then removes the
+// agent. So: either the work is gone, or it is owned by the deleted ManagedClusterAddOn.
+func waitDisabled(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
+	t.Helper()
+	waitFor(ctx, t, "the addon disabled on "+cluster, func() (bool, string) {
+		_, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	got, err := agentWorks(ctx, works, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range got {
+		owned := false
+		for _, o := range w.OwnerReferences {
+			if o.Kind == "ManagedClusterAddOn" && o.UID == addonUIDs[cluster] && o.Controller != nil && *o.Controller {
+				owned = true
+			}
+		}
+		if !owned {
+			t.Errorf("ManifestWork %s/%s outlives the disabled addon: no owner reference to ManagedClusterAddOn %s (uid %s): %+v",
+				cluster, w.Name, addonName, addonUIDs[cluster], w.OwnerReferences)
+		}
+	}
+}
+
+// addonUIDs remembers each cluster's ManagedClusterAddOn UID while its work exists (waitWork).
+var addonUIDs = map[string]types.UID{}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s (last: %s)", what, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
