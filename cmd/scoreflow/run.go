@@ -53,7 +53,7 @@ func run(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
-		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait,
+		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, PythonExample: true, Log: log, LockWait: *lockWait,
 		OnEvent: func(e event.Event) {
 			if !*quiet {
 				say("%s", devrun.EventLine(e))
@@ -80,6 +80,7 @@ scoreflow is running (started in %s)
   logs       %s
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
+The Python example scorer (examples/python-scorer) writes cost/cheap every minute from its PingSource.
 Ctrl-C stops everything.
 `, time.Since(start).Round(100*time.Millisecond), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
 		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), devrun.DemoPeriod)
