@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
@@ -26,6 +31,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/proc"
 )
 
 const (
@@ -46,7 +52,7 @@ const (
 // credentials; the agent's hub identity may mint tokens for the broker identity and nothing else;
 // disabling removes the ManifestWork.
 func TestAddonInstallsAgent(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	hub, err := localhub.Start()
 	if err != nil {
@@ -133,6 +139,11 @@ func TestAddonInstallsAgent(t *testing.T) {
 	}
 	checkAgent(t, waitWork(ctx, t, addons, works, "cluster1"), "cluster1")
 	checkHubPermissions(ctx, t, hub.Config, "cluster1")
+	work1, err := agentWorks(ctx, works, "cluster1")
+	if err != nil || len(work1) != 1 {
+		t.Fatalf("cluster1's ManifestWorks: %d, %v", len(work1), err)
+	}
+	runAgent(ctx, t, hub, &work1[0], "cluster1")
 	// `clusteradm addon disable`: the ManifestWork goes, so the klusterlet removes the agent.
 	disable(ctx, t, addons, works, "cluster1")
 
@@ -213,6 +224,9 @@ func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cl
 // checkAgent asserts the ManifestWork carries the agent Deployment configured for cluster.
 func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 	t.Helper()
+	if want := "addon-" + addonName + "-deploy-0"; work.Name != want {
+		t.Errorf("ManifestWork %s, want %s", work.Name, want)
+	}
 	var dep *appsv1.Deployment
 	kinds := map[string]bool{}
 	for _, m := range work.Spec.Workload.Manifests {
@@ -289,15 +303,20 @@ func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 func agentClient(t *testing.T, cfg *rest.Config, cluster string) kubernetes.Interface {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName),
-		Groups: []string{
-			fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
-			"system:open-cluster-management:addon:" + addonName,
-			"system:authenticated",
-		},
-	}
+	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
 	return kubernetes.NewForConfigOrDie(c)
+}
+
+func agentUser(cluster string) string {
+	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName)
+}
+
+func agentGroups(cluster string) []string {
+	return []string{
+		fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
+		"system:open-cluster-management:addon:" + addonName,
+		"system:authenticated",
+	}
 }
 
 func mint(ctx context.Context, c kubernetes.Interface, sa string) (*authnv1.TokenRequest, error) {
@@ -394,4 +413,139 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// runAgent runs the agent the ManifestWork of cluster describes, as the klusterlet would: the
+// latency-scorer binary with the Deployment's environment, its ConfigMap and hub kubeconfig
+// mounted (the kubeconfig acts as the agent's identity on the hub), but measuring a local server
+// and sending to a local stand-in for the broker. It checks every variable the template sets is
+// one the binary reads, and that the event arrives with a token the hub authenticates as the
+// broker's sender identity, for the broker's audience, scoring this cluster.
+func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1.ManifestWork, cluster string) {
+	t.Helper()
+	dep := deploymentOf(t, work)
+	bin := filepath.Join(t.TempDir(), "latency-scorer")
+	build := exec.Command("go", "build", "-o", bin, "../functions/latency-scorer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	help, _ := exec.Command(bin, "--help").CombinedOutput()
+	c := dep.Spec.Template.Spec.Containers[0]
+	for _, e := range c.Env {
+		// OCM's addon manager adds its built-in values to every container's environment.
+		if e.Name == "CLUSTER_NAME" || e.Name == "INSTALL_NAMESPACE" {
+			continue
+		}
+		// A flag's own variable ([env NAME]), or one it falls back to ($K_SINK).
+		if !strings.Contains(string(help), "[env "+e.Name+"]") && !strings.Contains(string(help), "$"+e.Name) {
+			t.Errorf("the template sets %s, which the latency-scorer does not read", e.Name)
+		}
+	}
+
+	// What the klusterlet would mount, under a local root.
+	root := t.TempDir()
+	local := func(p string) string { return filepath.Join(root, p) }
+	hubKubeconfig := local("/managed/hub-kubeconfig/kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(hubKubeconfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentCfg := rest.CopyConfig(hub.Config)
+	if err := localhub.WriteKubeconfig(agentCfg, hubKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	impersonate(t, hubKubeconfig, cluster)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer target.Close()
+	config := local("/etc/scoreflow/latency/config.yaml")
+	if err := os.MkdirAll(filepath.Dir(config), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte("resource: latency\nlatencies:\n  - name: local\n    url: "+target.URL+"\n    runs: 1\nnormalize:\n  method: linear\n  min: 0\n  max: 1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type arrival struct{ auth, ceType, body string }
+	got := make(chan arrival, 10)
+	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- arrival{r.Header.Get("Authorization"), r.Header.Get("Ce-Type"), string(body)}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer broker.Close()
+
+	env := []string{"PATH=" + os.Getenv("PATH"), "PORT=0", "ADDRESS=127.0.0.1"}
+	for _, e := range c.Env {
+		v := e.Value
+		switch e.Name {
+		case "K_SINK":
+			v = broker.URL
+		case "CONFIG_FILE", "HUB_KUBECONFIG", "SINK_TOKEN_FILE":
+			v = local(v)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	if err := os.MkdirAll(local("/var/run/scoreflow/hub-token"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := proc.Start(proc.Spec{Name: "latency-agent", Path: bin, Env: env, Out: &testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(5 * time.Second)
+	select {
+	case a := <-got:
+		if a.ceType != "io.scoreflow.score.updated" || !strings.Contains(a.body, `"cluster":"`+cluster+`"`) {
+			t.Errorf("the agent sent %s %s, want a score.updated for %s", a.ceType, a.body, cluster)
+		}
+		token, ok := strings.CutPrefix(a.auth, "Bearer ")
+		if !ok {
+			t.Fatalf("the agent sent no bearer token (Authorization %q)", a.auth)
+		}
+		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "system:serviceaccount:" + hubNamespace + ":" + hubTokenSA; !review.Status.Authenticated || review.Status.User.Username != want {
+			t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the broker's audience",
+				review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent sent nothing within 60s")
+	}
+}
+
+// impersonate makes the kubeconfig at path act as cluster's addon agent: the user and groups of
+// the client certificate the klusterlet would obtain for it.
+func impersonate(t *testing.T, path, cluster string) {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = agentUser(cluster)
+		ai.ImpersonateGroups = agentGroups(cluster)
+	}
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deploymentOf(t *testing.T, work *workv1.ManifestWork) *appsv1.Deployment {
+	t.Helper()
+	for _, m := range work.Spec.Workload.Manifests {
+		dep := &appsv1.Deployment{}
+		if err := json.Unmarshal(m.Raw, dep); err == nil && dep.Kind == "Deployment" {
+			return dep
+		}
+	}
+	t.Fatal("no Deployment in the ManifestWork")
+	return nil
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
