@@ -97,6 +97,13 @@ func TestAddonInstallsAgent(t *testing.T) {
 			t.Logf("controller logs (end):\n%s", tail(strings.Join(keep, "\n"), 12000))
 		}
 	})
+	// Disabling the addon removes its ManifestWork through Kubernetes' garbage collector (the work
+	// is owned by the ManagedClusterAddOn); started after the addon CRDs, so it watches them.
+	gc, err := hub.StartGarbageCollector(ctx, logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gc.Stop)
 	pc, err := hub.StartPlacementController(logFile)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +144,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAgent(t, waitWork(ctx, t, addons, works, "cluster1"), "cluster1")
+	checkAgent(t, waitWork(ctx, t, works, "cluster1"), "cluster1")
 	checkHubPermissions(ctx, t, hub.Config, "cluster1")
 	work1, err := agentWorks(ctx, works, "cluster1")
 	if err != nil || len(work1) != 1 {
@@ -153,7 +160,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	setLabel(ctx, t, hub, "cluster2", true)
-	checkAgent(t, waitWork(ctx, t, addons, works, "cluster2"), "cluster2")
+	checkAgent(t, waitWork(ctx, t, works, "cluster2"), "cluster2")
 	checkHubPermissions(ctx, t, hub.Config, "cluster2")
 	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
@@ -162,6 +169,9 @@ func TestAddonInstallsAgent(t *testing.T) {
 	waitDisabled(ctx, t, addons, works, "cluster2")
 	if exited, err := am.Exited(); exited {
 		t.Errorf("the addon manager exited: %v", err)
+	}
+	if exited, err := gc.Exited(); exited {
+		t.Errorf("the garbage collector exited: %v", err)
 	}
 }
 
@@ -333,7 +343,7 @@ func agentWorks(ctx context.Context, works workclient.Interface, cluster string)
 	return l.Items, nil
 }
 
-func waitWork(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) *workv1.ManifestWork {
+func waitWork(ctx context.Context, t *testing.T, works workclient.Interface, cluster string) *workv1.ManifestWork {
 	t.Helper()
 	var got []workv1.ManifestWork
 	waitFor(ctx, t, "the agent's ManifestWork in "+cluster, func() (bool, string) {
@@ -341,16 +351,11 @@ func waitWork(ctx context.Context, t *testing.T, addons addonclient.Interface, w
 		got, err = agentWorks(ctx, works, cluster)
 		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
 	})
-	mca, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addonUIDs[cluster] = mca.UID
 	return &got[0]
 }
 
 // disable deletes cluster's ManagedClusterAddOn (`clusteradm addon disable`) and waits until the
-// agent's ManifestWork is on its way out (waitDisabled).
+// agent's ManifestWork is gone (waitDisabled).
 func disable(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
 	t.Helper()
 	if err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
@@ -359,37 +364,27 @@ func disable(ctx context.Context, t *testing.T, addons addonclient.Interface, wo
 	waitDisabled(ctx, t, addons, works, cluster)
 }
 
-// waitDisabled waits until cluster's ManagedClusterAddOn is gone and checks its ManifestWork
-// goes with it. The addon manager does not delete the work itself: the work's controller owner
-// reference to the ManagedClusterAddOn makes Kubernetes' garbage collector (kube-controller-
-// manager, which the local hub does not run) delete it, and the klusterlet then removes the
-// agent. So: either the work is gone, or it is owned by the deleted ManagedClusterAddOn.
+// waitDisabled waits until cluster's ManagedClusterAddOn is gone and its ManifestWork with it, so
+// the klusterlet removes the agent. The addon manager does not delete the work itself: the work's
+// owner reference to the ManagedClusterAddOn makes Kubernetes' garbage collector delete it.
 func waitDisabled(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
 	t.Helper()
 	waitFor(ctx, t, "the addon disabled on "+cluster, func() (bool, string) {
 		_, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	got, err := agentWorks(ctx, works, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range got {
-		owned := false
-		for _, o := range w.OwnerReferences {
-			if o.Kind == "ManagedClusterAddOn" && o.UID == addonUIDs[cluster] && o.Controller != nil && *o.Controller {
-				owned = true
+	waitFor(ctx, t, "the agent's ManifestWork removed from "+cluster, func() (bool, string) {
+		got, err := agentWorks(ctx, works, cluster)
+		var names []string
+		for _, w := range got {
+			for _, o := range w.OwnerReferences {
+				w.Name += fmt.Sprintf(" owned by %s %s (uid %s)", o.Kind, o.Name, o.UID)
 			}
+			names = append(names, w.Name)
 		}
-		if !owned {
-			t.Errorf("ManifestWork %s/%s outlives the disabled addon: no owner reference to ManagedClusterAddOn %s (uid %s): %+v",
-				cluster, w.Name, addonName, addonUIDs[cluster], w.OwnerReferences)
-		}
-	}
+		return err == nil && len(got) == 0, fmt.Sprintf("%v, %v", names, err)
+	})
 }
-
-// addonUIDs remembers each cluster's ManagedClusterAddOn UID while its work exists (waitWork).
-var addonUIDs = map[string]types.UID{}
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
