@@ -21,7 +21,7 @@ help: ## Show this help.
 	@echo "Tools cache: $(SCOREFLOW_CACHE) (set SCOREFLOW_CACHE to move it)"
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, Prometheus, the OCM placement controller and Knative Eventing into the cache (once; minutes the first time).
+tools: ## Build kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus, the OCM placement controller and addon manager and Knative Eventing into the cache (once; minutes the first time).
 	@hack/build-tools.sh
 
 .PHONY: build

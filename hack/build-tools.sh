@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real servers that tests and `make run` use (kube-apiserver, etcd, Prometheus, the OCM
-# placement controller, the Knative Eventing processes, the governance policy propagator) from
-# pinned Go modules under tools/, into a cache outside the clone. A tool is rebuilt only when its
-# tools/<name>/go.mod or go.sum, its ldflags or the Go version change.
+# Builds the real servers that tests and `make run` use (kube-apiserver, etcd, kube-controller-manager
+# for its garbage collector, Prometheus, the OCM placement controller and addon manager, the Knative
+# Eventing processes, the governance policy propagator) from pinned Go modules under tools/, into a
+# cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its ldflags
+# or the Go version change.
 #
 # usage: hack/build-tools.sh [tool ...]     (default: all)
 # env:   SCOREFLOW_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow)
@@ -21,29 +22,44 @@ pinned() { awk -v m="$2" '$1 == m { print $2; exit }' "$root/tools/$1/go.mod"; }
 declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [prometheus]=github.com/prometheus/prometheus/cmd/prometheus
   [placement]=open-cluster-management.io/ocm/cmd/placement
+  [addon-manager]=open-cluster-management.io/ocm/cmd/addon
   [governance-policy-propagator]=open-cluster-management.io/governance-policy-propagator
   [knative]="$(printf 'knative.dev/eventing/cmd/%s ' apiserver_receive_adapter broker/filter broker/ingress \
     controller in_memory/channel_controller in_memory/channel_dispatcher mtchannel_broker mtping webhook)"
 )
+# A tool built from another tool's module (default: tools/<name>). The addon manager comes from the
+# same ocm module as the placement controller: one pinned version, and its build reuses the
+# packages the placement build compiled (Go's build cache), so it costs only its own packages.
+# kube-controller-manager (only its garbage collector runs) likewise comes from kube-apiserver's
+# kubernetes module, so the two are one Kubernetes version.
+declare -A moddir=(
+  [addon-manager]=placement
+  [kube-controller-manager]=kube-apiserver
+)
 # Knative's processes semver-parse the API server's /version and exit on the unstamped
-# "v0.0.0-master+$Format:%H$", so kube-apiserver carries the version of the module it is built from.
+# "v0.0.0-master+$Format:%H$", so kube-apiserver carries the version of the module it is built from;
+# kube-controller-manager carries the same, as the version it reports is the one it was built at.
 k8s=$(pinned kube-apiserver k8s.io/kubernetes)
 k8s_minor=${k8s#v1.}; k8s_minor=${k8s_minor%%.*}
+k8s_version="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
 declare -A ldflags=(
-  [kube-apiserver]="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
+  [kube-apiserver]=$k8s_version
+  [kube-controller-manager]=$k8s_version
 )
-order=(etcd kube-apiserver prometheus placement knative governance-policy-propagator)
+order=(etcd kube-apiserver kube-controller-manager prometheus placement addon-manager knative governance-policy-propagator)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 
 stamp_of() {
-  (cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum"; echo "${pkg[$1]}" "${ldflags[$1]:-}"; go version) | sha256sum | cut -c1-16
+  local d=${moddir[$1]:-$1}
+  (cat "$root/tools/$d/go.mod" "$root/tools/$d/go.sum"; echo "${pkg[$1]}" "${ldflags[$1]:-}"; go version) | sha256sum | cut -c1-16
 }
 
 build() {
-  local name=$1 dir=$root/tools/$1 stamp start out pkgs
+  local name=$1 dir=$root/tools/${moddir[$1]:-$1} stamp start out pkgs
   [ -n "${pkg[$name]:-}" ] || { echo "unknown tool $name (known: ${order[*]})" >&2; exit 2; }
   read -r -a pkgs <<<"${pkg[$name]}"
   stamp=$(stamp_of "$name")

@@ -55,6 +55,8 @@ func run(args []string) error {
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
 		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc,
+		// The Python example runs only where its replies are admitted: with --oidc no EventPolicy names it.
+		PythonExample: !*oidc,
 		OnEvent: func(e event.Event) {
 			if !*quiet {
 				say("%s", devrun.EventLine(e))
@@ -96,6 +98,7 @@ scoreflow is running (started in %s)
   identity   %s
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
+The Python example scorer (examples/python-scorer) writes cost/cheap every minute from its PingSource (not with --oidc, where no EventPolicy admits it: oidc/README.md shows how to).
 Ctrl-C stops everything.
 `, time.Since(start).Round(100*time.Millisecond), pageURL(s), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
 		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, devrun.DemoPeriod)

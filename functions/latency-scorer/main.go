@@ -11,6 +11,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
 )
@@ -21,6 +22,7 @@ func main() {
 	configFile := fn.Flags.String("config-file", "", "agent mode: configuration file, JSON or YAML like the PingSource data (a mounted ConfigMap; re-read every round)")
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
 	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
+	hubToken := hubtoken.RegisterFlags(fn.Flags)
 
 	fn.Main(func(ctx context.Context) error {
 		s := latency.New(*cluster, fn.Log, fn.Registry)
@@ -35,6 +37,10 @@ func main() {
 				return errors.New("--interval must be positive")
 			}
 			if _, err := latency.LoadFile(*configFile, *cluster); err != nil {
+				return err
+			}
+			// As an OCM addon agent: the sink token is minted with the agent's hub credentials.
+			if err := hubToken.Start(ctx, fn.Log, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
 				return err
 			}
 			sender, err := newSender()

@@ -1,10 +1,11 @@
 // Package devrun runs scoreflow on one machine from the same YAML a cluster gets: a local hub
 // (etcd, kube-apiserver, OCM CRDs) with demo ManagedClusters and a Placement, the real OCM
 // placement controller, a real Prometheus fed with changing demo data, every function of deploy/
-// as a process, and the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and
-// deploy/ unmodified: its broker, PingSource and ApiServerSource adapters, SinkBindings and
-// webhook. `scoreflow run` and the end-to-end tests use it; with Options.OIDC (`scoreflow run
-// --oidc`, test/oidc) it runs the oidc/ variant on Knative with sender identity on.
+// as a process (with Options.PythonExample, also the Python scorer of examples/python-scorer), and
+// the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and deploy/ unmodified:
+// its broker, PingSource and ApiServerSource adapters, SinkBindings and webhook. `scoreflow run`
+// and the end-to-end tests use it; with Options.OIDC (`scoreflow run --oidc`, test/oidc) it runs
+// the oidc/ variant on Knative with sender identity on.
 package devrun
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
 	"github.com/scoreflow/scoreflow/pkg/scorespage"
 )
@@ -71,6 +73,9 @@ type Options struct {
 	// OnEvent sees every event the broker delivers to cloudevents-player's Trigger (all of them:
 	// what a user would watch in the player), decoded.
 	OnEvent func(event.Event)
+	// PythonExample also runs examples/python-scorer (its Service as a python3 process, its Trigger
+	// and PingSource applied), as `scoreflow run` does; tests that start their own leave it off.
+	PythonExample bool
 	// LockWait is how long to wait for another local Knative on this machine to stop (0: fail).
 	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
@@ -91,6 +96,7 @@ type Stack struct {
 
 	opts   Options
 	runCtx context.Context // ends at Stop
+	python *proc.Process // examples/python-scorer, when python3 is there
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	player *http.Server
@@ -214,6 +220,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err = startAll(ctx, fns, extra, logDir); err != nil {
 		return s, err
 	}
+	if opts.PythonExample {
+		log.Info("starting the Python example scorer (examples/python-scorer) with its Trigger and PingSource")
+		if err = s.startPythonScorer(ctx, logDir); err != nil {
+			return s, err
+		}
+	}
 	kinds := []schema.GroupVersionKind{knlocal.BrokerKind, knlocal.TriggerKind, knlocal.PingSourceKind, knlocal.ApiServerSourceKind}
 	if opts.OIDC {
 		kinds = append(kinds, knlocal.EventPolicyKind)
@@ -247,6 +259,9 @@ func (s *Stack) Stop() {
 		go func() { defer wg.Done(); f.Stop() }()
 	}
 	wg.Wait()
+	if s.python != nil {
+		s.python.Stop(5 * time.Second)
+	}
 	if s.Prometheus != nil {
 		s.Prometheus.Stop()
 	}

@@ -12,8 +12,14 @@ import (
 const (
 	Etcd          = "etcd"
 	KubeAPIServer = "kube-apiserver"
-	Prometheus    = "prometheus"
-	Placement     = "placement"
+	// KubeControllerManager is Kubernetes' controller manager, built from kube-apiserver's pinned
+	// module; the local hub runs only its garbage collector.
+	KubeControllerManager = "kube-controller-manager"
+	Prometheus            = "prometheus"
+	Placement             = "placement"
+	// AddonManager is OCM's addon manager (ocm cmd/addon), built from the placement controller's
+	// pinned module.
+	AddonManager = "addon-manager"
 	// Knative is a directory: one binary per Knative Eventing main (knative.dev/eventing/cmd/...).
 	Knative = "knative"
 	// GovernancePolicyPropagator is the governance policy framework's hub controller.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,8 +140,13 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 	cmd, _, lines := startRun(t)
 	var seen []string
 	decisions := map[string]bool{}
+	// The Python example scorer's score (examples/python-scorer: its PingSource fires every minute,
+	// cluster1 costs 20) in the run's score table: a column cost/cheap, 80 in cluster1's row.
+	pythonScores := false
+	column := -1
 	deadline := time.After(5 * time.Minute)
-	for len(decisions) < 2 { // the demo load moves round the clusters: wait for the decision to move
+	// The demo load moves round the clusters: wait for the decision to move.
+	for len(decisions) < 2 || !pythonScores {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -150,15 +156,27 @@ func TestRunShowsDecisionsAndCtrlCLeavesNothing(t *testing.T) {
 			if _, c, ok := strings.Cut(l, "most-idle-cpu decides: "); ok && strings.HasPrefix(c, "cluster") {
 				decisions[c] = true
 			}
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "CLUSTER" {
+				column = slices.Index(f, "cost/cheap")
+			} else if len(f) > column && column > 0 && f[0] == "cluster1" && f[column] == "80" {
+				pythonScores = true
+			}
 		case <-deadline:
 			cmd.Process.Kill()
-			t.Fatalf("no moving decision within 5 minutes:\n%s", strings.Join(seen, "\n"))
+			t.Fatalf("within 5 minutes, decisions %v, Python example's scores seen: %v:\n%s", decisions, pythonScores, strings.Join(seen, "\n"))
 		}
 	}
 	checkPage(t, seen)
 	children := descendants(cmd.Process.Pid)
 	if len(children) < 10 {
 		t.Errorf("only %d processes under scoreflow run: %v", len(children), children)
+	}
+	python := false
+	for _, pid := range children {
+		python = python || strings.HasPrefix(comm(pid), "python3")
+	}
+	if !python {
+		t.Errorf("no python3 process under scoreflow run (the example scorer)")
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

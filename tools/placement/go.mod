@@ -2,7 +2,10 @@ module github.com/scoreflow/scoreflow/tools/placement
 
 go 1.25.0
 
-tool open-cluster-management.io/ocm/cmd/placement
+tool (
+	open-cluster-management.io/ocm/cmd/addon
+	open-cluster-management.io/ocm/cmd/placement
+)
 
 require (
 	cel.dev/expr v0.24.0 // indirect

@@ -1,0 +1,546 @@
+package addon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/scoreflow/scoreflow/harness/knlocal"
+	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/proc"
+)
+
+const (
+	addonName    = "scoreflow-latency-agent"
+	installNS    = "open-cluster-management-agent-addon"
+	brokerURL    = "http://broker-ingress.knative-eventing.svc.cluster.local/scoreflow/scoreflow"
+	clusterSet   = "scoreflow"
+	agentLabel   = "scoreflow.io/latency-agent"
+	hubTokenSA   = "latency-agent"
+	hubNamespace = "scoreflow"
+)
+
+// TestAddonInstallsAgent runs OCM's real addon manager (and placement controller) on a local hub
+// with the manifests of this directory applied, and checks what enabling the addon does, for a
+// cluster enabled by hand (as `clusteradm addon enable` does: a ManagedClusterAddOn) and, after
+// switching to the Placements install strategy, for one chosen by its label: a ManifestWork in the
+// cluster's namespace carries the agent with that cluster's name, the broker and its hub
+// credentials; the agent's hub identity may mint tokens for the broker identity and nothing else;
+// disabling removes the ManifestWork.
+func TestAddonInstallsAgent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	if err := hub.InstallAddonCRDs(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"open-cluster-management-hub", hubNamespace} {
+		if _, err := hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := hub.AddClusterSet(ctx, clusterSet, hubNamespace); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"cluster1", "cluster2"} {
+		if err := hub.AddCluster(ctx, c, map[string]string{localhub.ClusterSetLabel: clusterSet}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hub.AcceptCluster(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logs := filepath.Join(t.TempDir(), "controllers.log")
+	logFile, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			raw, _ := os.ReadFile(logs)
+			var keep []string
+			for _, l := range strings.Split(string(raw), "\n") {
+				// Without a request-header CA on the local API server both controllers repeat this.
+				if !strings.Contains(l, "missing content for CA bundle") {
+					keep = append(keep, l)
+				}
+			}
+			t.Logf("controller logs (end):\n%s", tail(strings.Join(keep, "\n"), 12000))
+		}
+	})
+	// Disabling the addon removes its ManifestWork through Kubernetes' garbage collector (the work
+	// is owned by the ManagedClusterAddOn); started after the addon CRDs, so it watches them.
+	gc, err := hub.StartGarbageCollector(ctx, logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gc.Stop)
+	pc, err := hub.StartPlacementController(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Stop() })
+	am, err := hub.StartAddonManager(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(am.Stop)
+
+	applier, err := knlocal.NewApplier(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := knlocal.ReadFiles(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Server-side apply validates every field against the CRDs' schemas: a misspelt field fails here.
+	if err := applier.Apply(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	// Another ServiceAccount in the same namespace: the agent must not mint its tokens.
+	if _, err := hub.Kube.CoreV1().ServiceAccounts(hubNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	addons := addonclient.NewForConfigOrDie(hub.Config)
+	works := workclient.NewForConfigOrDie(hub.Config)
+
+	// Enabled by hand, as `clusteradm addon enable --names scoreflow-latency-agent --clusters
+	// cluster1` does: a ManagedClusterAddOn in the cluster's namespace.
+	_, err = addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1alpha1.ManagedClusterAddOn{
+		ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"},
+		Spec:       addonv1alpha1.ManagedClusterAddOnSpec{InstallNamespace: installNS},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgent(t, waitWork(ctx, t, works, "cluster1"), "cluster1")
+	checkHubPermissions(ctx, t, hub.Config, "cluster1")
+	work1, err := agentWorks(ctx, works, "cluster1")
+	if err != nil || len(work1) != 1 {
+		t.Fatalf("cluster1's ManifestWorks: %d, %v", len(work1), err)
+	}
+	runAgent(ctx, t, hub, &work1[0], "cluster1")
+	// `clusteradm addon disable`: the ManifestWork goes, so the klusterlet removes the agent.
+	disable(ctx, t, addons, works, "cluster1")
+
+	// The install strategy the CMA's comment describes: by the label, through the Placement.
+	patch := `{"spec":{"installStrategy":{"type":"Placements","placements":[{"name":"scoreflow-latency-agent","namespace":"scoreflow"}]}}}`
+	if _, err := addons.AddonV1alpha1().ClusterManagementAddOns().Patch(ctx, addonName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setLabel(ctx, t, hub, "cluster2", true)
+	checkAgent(t, waitWork(ctx, t, works, "cluster2"), "cluster2")
+	checkHubPermissions(ctx, t, hub.Config, "cluster2")
+	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
+	}
+	setLabel(ctx, t, hub, "cluster2", false)
+	waitDisabled(ctx, t, addons, works, "cluster2")
+	if exited, err := am.Exited(); exited {
+		t.Errorf("the addon manager exited: %v", err)
+	}
+	if exited, err := gc.Exited(); exited {
+		t.Errorf("the garbage collector exited: %v", err)
+	}
+}
+
+func setLabel(ctx context.Context, t *testing.T, hub *localhub.Hub, cluster string, on bool) {
+	t.Helper()
+	mc, err := hub.Cluster.ClusterV1().ManagedClusters().Get(ctx, cluster, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on {
+		mc.Labels[agentLabel] = "true"
+	} else {
+		delete(mc.Labels, agentLabel)
+	}
+	if _, err := hub.Cluster.ClusterV1().ManagedClusters().Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkHubPermissions asserts the template's hub permissions as the addon manager binds them to
+// the agent of cluster (the user and groups of the client certificate the klusterlet obtains for
+// it): it may mint tokens of the broker identity, and nothing else this test can think of.
+func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster string) {
+	t.Helper()
+	agent := agentClient(t, cfg, cluster)
+	waitFor(ctx, t, cluster+"'s agent may mint the broker identity's token", func() (bool, string) {
+		_, err := mint(ctx, agent, hubTokenSA)
+		return err == nil, fmt.Sprint(err)
+	})
+	tok, err := mint(ctx, agent, hubTokenSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(tok.Status.Token, ".") != 2 {
+		t.Errorf("%s: token request returned no JWT", cluster)
+	}
+	if _, err := mint(ctx, agent, "score-writer"); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted a token for another ServiceAccount: %v", cluster, err)
+	}
+	for _, ra := range []authzv1.ResourceAttributes{
+		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "get", Name: hubTokenSA},
+		{Namespace: hubNamespace, Resource: "secrets", Verb: "list"},
+		{Namespace: hubNamespace, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
+		{Namespace: hubNamespace, Group: "eventing.knative.dev", Resource: "brokers", Verb: "get"},
+		{Namespace: cluster, Group: "cluster.open-cluster-management.io", Resource: "addonplacementscores", Verb: "create"},
+		{Namespace: cluster, Group: "work.open-cluster-management.io", Resource: "manifestworks", Verb: "list"},
+		{Group: "cluster.open-cluster-management.io", Resource: "managedclusters", Verb: "list"},
+	} {
+		r, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed {
+			t.Errorf("%s's agent may %s %s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Name, ra.Namespace)
+		}
+	}
+}
+
+// checkAgent asserts the ManifestWork carries the agent Deployment configured for cluster.
+func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
+	t.Helper()
+	if want := "addon-" + addonName + "-deploy-0"; work.Name != want {
+		t.Errorf("ManifestWork %s, want %s", work.Name, want)
+	}
+	var dep *appsv1.Deployment
+	kinds := map[string]bool{}
+	for _, m := range work.Spec.Workload.Manifests {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(m.Raw, &meta); err != nil {
+			t.Fatal(err)
+		}
+		kinds[meta.Kind] = true
+		if meta.Metadata.Namespace != "" && meta.Metadata.Namespace != installNS {
+			t.Errorf("%s in namespace %q, want %q", meta.Kind, meta.Metadata.Namespace, installNS)
+		}
+		if meta.Kind == "Deployment" {
+			dep = &appsv1.Deployment{}
+			if err := json.Unmarshal(m.Raw, dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range []string{"ServiceAccount", "ConfigMap", "Deployment"} {
+		if !kinds[k] {
+			t.Errorf("ManifestWork has no %s (has %v)", k, kinds)
+		}
+	}
+	if dep == nil {
+		t.FailNow()
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	want := map[string]string{
+		"CLUSTER":                   cluster,
+		"K_SINK":                    brokerURL,
+		"HUB_KUBECONFIG":            "/managed/hub-kubeconfig/kubeconfig",
+		"HUB_TOKEN_SERVICE_ACCOUNT": hubNamespace + "/" + hubTokenSA,
+		"HUB_TOKEN_AUDIENCE":        "eventing.knative.dev/broker/scoreflow/scoreflow",
+		"SINK_TOKEN_FILE":           "/var/run/scoreflow/hub-token/token",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	// The hub credentials: the Secret the klusterlet fills for this addon, mounted where
+	// HUB_KUBECONFIG points.
+	secret := ""
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == addonName+"-hub-kubeconfig" {
+			secret = v.Name
+		}
+	}
+	if secret == "" {
+		t.Fatalf("no volume of Secret %s-hub-kubeconfig: %+v", addonName, dep.Spec.Template.Spec.Volumes)
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.Name == secret && m.MountPath == "/managed/hub-kubeconfig" {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("hub kubeconfig Secret not mounted at /managed/hub-kubeconfig: %+v", c.VolumeMounts)
+	}
+}
+
+// agentClient is the hub as the addon agent of cluster sees it: the user and groups of the
+// client certificate the klusterlet obtains for it.
+func agentClient(t *testing.T, cfg *rest.Config, cluster string) kubernetes.Interface {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func agentUser(cluster string) string {
+	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName)
+}
+
+func agentGroups(cluster string) []string {
+	return []string{
+		fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
+		"system:open-cluster-management:addon:" + addonName,
+		"system:authenticated",
+	}
+}
+
+func mint(ctx context.Context, c kubernetes.Interface, sa string) (*authnv1.TokenRequest, error) {
+	return c.CoreV1().ServiceAccounts(hubNamespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}},
+	}, metav1.CreateOptions{})
+}
+
+func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
+	l, err := works.WorkV1().ManifestWorks(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func waitWork(ctx context.Context, t *testing.T, works workclient.Interface, cluster string) *workv1.ManifestWork {
+	t.Helper()
+	var got []workv1.ManifestWork
+	waitFor(ctx, t, "the agent's ManifestWork in "+cluster, func() (bool, string) {
+		var err error
+		got, err = agentWorks(ctx, works, cluster)
+		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
+	})
+	return &got[0]
+}
+
+// disable deletes cluster's ManagedClusterAddOn (`clusteradm addon disable`) and waits until the
+// agent's ManifestWork is gone (waitDisabled).
+func disable(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
+	t.Helper()
+	if err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDisabled(ctx, t, addons, works, cluster)
+}
+
+// waitDisabled waits until cluster's ManagedClusterAddOn is gone and its ManifestWork with it, so
+// the klusterlet removes the agent. The addon manager does not delete the work itself: the work's
+// owner reference to the ManagedClusterAddOn makes Kubernetes' garbage collector delete it.
+func waitDisabled(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
+	t.Helper()
+	waitFor(ctx, t, "the addon disabled on "+cluster, func() (bool, string) {
+		_, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitFor(ctx, t, "the agent's ManifestWork removed from "+cluster, func() (bool, string) {
+		got, err := agentWorks(ctx, works, cluster)
+		var names []string
+		for _, w := range got {
+			for _, o := range w.OwnerReferences {
+				w.Name += fmt.Sprintf(" owned by %s %s (uid %s)", o.Kind, o.Name, o.UID)
+			}
+			names = append(names, w.Name)
+		}
+		return err == nil && len(got) == 0, fmt.Sprintf("%v, %v", names, err)
+	})
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s (last: %s)", what, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// runAgent runs the agent the ManifestWork of cluster describes, as the klusterlet would: the
+// latency-scorer binary with the Deployment's environment, its ConfigMap and hub kubeconfig
+// mounted (the kubeconfig acts as the agent's identity on the hub), but measuring a local server
+// and sending to a local stand-in for the broker. It checks every variable the template sets is
+// one the binary reads, and that the event arrives with a token the hub authenticates as the
+// broker's sender identity, for the broker's audience, scoring this cluster.
+func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1.ManifestWork, cluster string) {
+	t.Helper()
+	dep := deploymentOf(t, work)
+	bin := filepath.Join(t.TempDir(), "latency-scorer")
+	build := exec.Command("go", "build", "-o", bin, "../functions/latency-scorer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	help, _ := exec.Command(bin, "--help").CombinedOutput()
+	c := dep.Spec.Template.Spec.Containers[0]
+	for _, e := range c.Env {
+		// OCM's addon manager adds its built-in values to every container's environment.
+		if e.Name == "CLUSTER_NAME" || e.Name == "INSTALL_NAMESPACE" {
+			continue
+		}
+		// A flag's own variable ([env NAME]), or one it falls back to ($K_SINK).
+		if !strings.Contains(string(help), "[env "+e.Name+"]") && !strings.Contains(string(help), "$"+e.Name) {
+			t.Errorf("the template sets %s, which the latency-scorer does not read", e.Name)
+		}
+	}
+
+	// What the klusterlet would mount, under a local root.
+	root := t.TempDir()
+	local := func(p string) string { return filepath.Join(root, p) }
+	hubKubeconfig := local("/managed/hub-kubeconfig/kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(hubKubeconfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentCfg := rest.CopyConfig(hub.Config)
+	if err := localhub.WriteKubeconfig(agentCfg, hubKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	impersonate(t, hubKubeconfig, cluster)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer target.Close()
+	config := local("/etc/scoreflow/latency/config.yaml")
+	if err := os.MkdirAll(filepath.Dir(config), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte("resource: latency\nlatencies:\n  - name: local\n    url: "+target.URL+"\n    runs: 1\nnormalize:\n  method: linear\n  min: 0\n  max: 1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type arrival struct{ auth, ceType, body string }
+	got := make(chan arrival, 10)
+	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- arrival{r.Header.Get("Authorization"), r.Header.Get("Ce-Type"), string(body)}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer broker.Close()
+
+	env := []string{"PATH=" + os.Getenv("PATH"), "PORT=0", "ADDRESS=127.0.0.1"}
+	for _, e := range c.Env {
+		v := e.Value
+		switch e.Name {
+		case "K_SINK":
+			v = broker.URL
+		case "CONFIG_FILE", "HUB_KUBECONFIG", "SINK_TOKEN_FILE":
+			v = local(v)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	if err := os.MkdirAll(local("/var/run/scoreflow/hub-token"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := proc.Start(proc.Spec{Name: "latency-agent", Path: bin, Env: env, Out: &testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(5 * time.Second)
+	select {
+	case a := <-got:
+		if a.ceType != "io.scoreflow.score.updated" || !strings.Contains(a.body, `"cluster":"`+cluster+`"`) {
+			t.Errorf("the agent sent %s %s, want a score.updated for %s", a.ceType, a.body, cluster)
+		}
+		token, ok := strings.CutPrefix(a.auth, "Bearer ")
+		if !ok {
+			t.Fatalf("the agent sent no bearer token (Authorization %q)", a.auth)
+		}
+		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "system:serviceaccount:" + hubNamespace + ":" + hubTokenSA; !review.Status.Authenticated || review.Status.User.Username != want {
+			t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the broker's audience",
+				review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent sent nothing within 60s")
+	}
+}
+
+// impersonate makes the kubeconfig at path act as cluster's addon agent: the user and groups of
+// the client certificate the klusterlet would obtain for it.
+func impersonate(t *testing.T, path, cluster string) {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = agentUser(cluster)
+		ai.ImpersonateGroups = agentGroups(cluster)
+	}
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deploymentOf(t *testing.T, work *workv1.ManifestWork) *appsv1.Deployment {
+	t.Helper()
+	for _, m := range work.Spec.Workload.Manifests {
+		dep := &appsv1.Deployment{}
+		if err := json.Unmarshal(m.Raw, dep); err == nil && dep.Kind == "Deployment" {
+			return dep
+		}
+	}
+	t.Fatal("no Deployment in the ManifestWork")
+	return nil
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
