@@ -96,7 +96,7 @@ type Stack struct {
 
 	opts   Options
 	runCtx context.Context // ends at Stop
-	python *proc.Process // examples/python-scorer, when python3 is there
+	python *proc.Process   // examples/python-scorer, when python3 is there
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	player *http.Server
