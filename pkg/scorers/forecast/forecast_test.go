@@ -79,7 +79,8 @@ func TestHeadrooms(t *testing.T) {
 	}, func(c string) (float64, bool) { v, ok := capacity[c]; return v, ok }, end)
 	got := map[string]float64{}
 	for _, i := range in {
-		got[i.Labels["cluster"]] = i.Value
+		c, _ := i.Label("cluster")
+		got[c] = i.Value
 	}
 	if len(got) != 2 || math.Abs(got["up"]-0.6) > 1e-9 || got["down"] != 1 {
 		t.Errorf("headrooms = %v, want up 0.6 and down 1", got)

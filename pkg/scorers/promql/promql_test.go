@@ -137,7 +137,7 @@ func TestFromMatrix(t *testing.T) {
 	}
 	for agg, want := range map[string]float64{"last": 20, "avg": 20, "min": 10, "max": 30, "p95": 30} {
 		got := FromMatrix(m, agg)
-		if got[0].Value != want || !math.IsNaN(got[1].Value) || got[0].Labels["cluster"] != "a" {
+		if got[0].Value != want || !math.IsNaN(got[1].Value) || func() string { c, _ := got[0].Label("cluster"); return c }() != "a" {
 			t.Errorf("%s: %+v, want %v and NaN", agg, got, want)
 		}
 	}

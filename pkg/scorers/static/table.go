@@ -47,6 +47,19 @@ type Row struct {
 	Power       *float64 `json:"power,omitempty"`
 }
 
+// label is the row's value for a NameFormat placeholder: app, device or cluster.
+func (r *Row) label(k string) (string, bool) {
+	switch k {
+	case "app":
+		return r.App, true
+	case "device":
+		return r.Device, true
+	case "cluster":
+		return r.Cluster, true
+	}
+	return "", false
+}
+
 // DefaultResources are the two resources of the Dynamic Scoring Framework's static scorer.
 func DefaultResources() []Resource {
 	return []Resource{
@@ -165,7 +178,7 @@ func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 		if v == nil {
 			continue
 		}
-		name, err := res.NameFormat.Name(map[string]string{"app": row.App, "device": row.Device, "cluster": row.Cluster})
+		name, err := res.NameFormat.NameFrom(row.label)
 		if err != nil {
 			return contract.ScoreUpdated{}, fmt.Errorf("rows[%d]: %v", i, err)
 		}
