@@ -16,7 +16,8 @@ const (
 
 // ScoreUpdated is the data of io.scoreflow.score.updated: the scores of one AddOnPlacementScore
 // resource for every cluster a scorer evaluated. One event carries every cluster because a Knative
-// subscriber replies with exactly one event. The CloudEvent's time is when the underlying metrics
+// subscriber replies with exactly one event, unless they exceed one event's bounds
+// (NewScoreUpdates splits them). The CloudEvent's time is when the underlying metrics
 // were observed (it orders updates); its source names the scorer.
 type ScoreUpdated struct {
 	// Resource is the AddOnPlacementScore name, the same in each cluster's namespace.
