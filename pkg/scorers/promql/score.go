@@ -104,6 +104,19 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 		}
 		vals[cluster] = s.Value
 	}
+	if len(byName) == 1 {
+		// One score name (the usual case): each cluster has one score, so items come straight
+		// from the normalised values, without gathering scores per cluster first.
+		for name, vals := range byName {
+			scored := o.Normalize.Apply(vals)
+			out.Items = make([]contract.ClusterScores, 0, len(scored))
+			for cluster, v := range scored {
+				out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: []contract.Score{{Name: name, Value: float64(v)}}})
+			}
+		}
+		slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
+		return out, nil
+	}
 	perCluster := map[string][]contract.Score{}
 	for name, vals := range byName {
 		for cluster, v := range o.Normalize.Apply(vals) {
