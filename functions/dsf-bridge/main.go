@@ -17,11 +17,17 @@ func main() {
 	promCfg := prom.RegisterFlags(fn.Flags)
 	timeout := fn.Flags.Duration("scorer-timeout", dsf.DefaultScorerTimeout, "timeout of each request to a scorer (/healthz, /config, scoring); a timed-out scorer answers 503 so the broker retries")
 	tokenDir := fn.Flags.String("token-dir", "/var/run/secrets/scoreflow/dsf", "where the Secrets of auth.tokenSecretRef are mounted, one directory per Secret: <token-dir>/<name>/<key>")
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		b, err := dsf.New(dsf.Options{TokenDir: *tokenDir}, *promCfg, *timeout, fn.Registry, fn.Log)
 		if err != nil {
 			return err
 		}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), b.Routes()), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), b.Routes(), sink), nil)
 	})
 }

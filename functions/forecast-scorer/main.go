@@ -16,12 +16,18 @@ func main() {
 	fn := function.New("forecast-scorer", "forecasts each cluster's usage a horizon ahead (Holt's smoothing over a Prometheus range query) and scores the predicted headroom; "+
 		"takes PingSource events whose data is its configuration (query, range, step, horizon, capacityQuery or capacity, scoreName, resource); replies with one io.scoreflow.score.updated")
 	promCfg := prom.RegisterFlags(fn.Flags)
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		client, err := prom.New(*promCfg, fn.Log, fn.Registry)
 		if err != nil {
 			return err
 		}
 		s := &forecast.Scorer{Prom: client, Log: fn.Log}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), s.Routes()), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
 	})
 }

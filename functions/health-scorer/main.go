@@ -25,7 +25,13 @@ func main() {
 	fn.Flags.DurationVar(&s.ValidFor, "valid-for", health.DefaultValidFor, "validUntil of each score, counted from its evaluation; pings renew it, so keep it a few schedule intervals; 0: until the next score")
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub, for listing ManagedClusters on pings (empty: in-cluster config)")
 
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		s.Log = fn.Log // Parse replaced the logger with one at --log-level
 		if err := s.Validate(); err != nil {
 			return err
@@ -40,6 +46,6 @@ func main() {
 			return err
 		}
 		s.Clusters = health.HubClusters{Client: client}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), s.Routes()), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
 	})
 }

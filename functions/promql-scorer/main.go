@@ -18,7 +18,13 @@ func main() {
 		"replies with one io.scoreflow.score.updated")
 	promCfg := prom.RegisterFlags(fn.Flags)
 	metricCfg := fn.Flags.String("metric-config", "", `JSON that makes the function also score io.scoreflow.metric.changed events: {"resource","metric","aggregation","normalize","scoreName"} (empty: such events are refused)`)
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		s := &promql.Scorer{Log: fn.Log}
 		if *metricCfg != "" {
 			cfg := promql.DefaultMetricConfig()
@@ -35,6 +41,6 @@ func main() {
 			return err
 		}
 		s.Prom = client
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), s.Routes()), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
 	})
 }

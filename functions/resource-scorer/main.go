@@ -19,7 +19,13 @@ func main() {
 		"takes PingSource events whose data is its configuration, and io.scoreflow.metric.changed events; replies with one io.scoreflow.score.updated")
 	promCfg := prom.RegisterFlags(fn.Flags)
 	metricCfg := fn.Flags.String("metric-config", "{}", `configuration (the PingSource data shape, JSON) for scoring io.scoreflow.metric.changed events, e.g. {"resource":"gpu-usage-score","scores":["free-capacity"]}`)
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		cfg := resource.DefaultConfig()
 		if err := contract.DecodeJSON([]byte(*metricCfg), &cfg); err != nil {
 			return fmt.Errorf("--metric-config: %w", err)
@@ -32,6 +38,6 @@ func main() {
 			return err
 		}
 		s := &resource.Scorer{Prom: client, Log: fn.Log, MetricConfig: &cfg}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), s.Routes()), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
 	})
 }

@@ -18,7 +18,13 @@ func main() {
 	fn := function.New("static-scorer", `scores clusters from a table of per-cluster, per-app, per-device performance and power values; PingSource data {"resource": NAME} picks the resource`)
 	table := fn.Flags.String("table", "", "table file, YAML or JSON (a mounted ConfigMap); re-read on every event, parsed again when it changes")
 
+	// A result too large for one event sends all but its reply here (pkg/scorer).
+	newSink := fn.OptionalSinkFlags()
 	fn.Main(func(ctx context.Context) error {
+		sink, err := newSink()
+		if err != nil {
+			return err
+		}
 		if *table == "" {
 			return errors.New("--table is required")
 		}
@@ -29,6 +35,6 @@ func main() {
 		// A table that goes bad later is answered 400 BadConfig per event, not with readiness:
 		// an unready pod would leave events to time out instead of saying why.
 		s := &static.Scorer{File: f}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil)
+		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, sink), nil)
 	})
 }

@@ -59,7 +59,11 @@ type Options struct {
 	StateDir string
 	// Demo feeds Prometheus with changing idle-CPU series for the demo clusters and points the
 	// metric-watcher at them, polling every WatchInterval (default 2s).
-	Demo          bool
+	Demo bool
+	// WatcherConfig, when set, replaces the metric-watcher's configuration (its ConfigMap's
+	// config.yaml, package pkg/watcher) and makes it poll every WatchInterval: for tests that
+	// write their own series to the local Prometheus and watch them travel. Demo sets the demo's.
+	WatcherConfig string
 	WatchInterval time.Duration
 	// DemoManual, with Demo, leaves the demo series to the caller (PushIdle) instead of feeding
 	// them waves: a test decides when a metric changes.
@@ -379,13 +383,17 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 		}
 		extra[it.Object.Name] = append(extra[it.Object.Name], "KUBECONFIG="+kubeconfig)
 	}
-	if s.opts.Demo {
+	watcherConfig := s.opts.WatcherConfig
+	if watcherConfig == "" && s.opts.Demo {
+		watcherConfig = demoWatcherConfig
+	}
+	if watcherConfig != "" {
 		if _, ok := extra["metric-watcher"]; ok {
-			cfg := filepath.Join(s.StateDir, "files", "metric-watcher-demo.yaml")
+			cfg := filepath.Join(s.StateDir, "files", "metric-watcher-local.yaml")
 			if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 				return nil, err
 			}
-			if err := os.WriteFile(cfg, []byte(demoWatcherConfig), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte(watcherConfig), 0o644); err != nil {
 				return nil, err
 			}
 			extra["metric-watcher"] = append(extra["metric-watcher"], "CONFIG="+cfg, "INTERVAL="+s.opts.WatchInterval.String())

@@ -26,6 +26,13 @@ func echo(s string) string { return fmt.Sprintf("%q", Truncate(s, 80)) }
 // ValidateClusterName checks that name can be a managed cluster's namespace on the hub: a DNS-1123
 // label that is not one of the hub's own namespaces (ReservedClusterNames).
 func ValidateClusterName(name string) error {
+	if isDNS1123Label(name) {
+		if IsHubNamespace(name) {
+			return fmt.Errorf("%q is a hub namespace (%s), not a managed cluster", name, ReservedClusterNames)
+		}
+		return nil
+	}
+	// Not a label: the slow path only words the error.
 	if len(name) > validation.DNS1123LabelMaxLength {
 		return fmt.Errorf("%s is not a valid cluster name: %d characters, more than %d", echo(name), len(name), validation.DNS1123LabelMaxLength)
 	}
@@ -36,6 +43,25 @@ func ValidateClusterName(name string) error {
 		return fmt.Errorf("%q is a hub namespace (%s), not a managed cluster", name, ReservedClusterNames)
 	}
 	return nil
+}
+
+// isDNS1123Label is validation.IsDNS1123Label without its regular expression (a scorer checks
+// every cluster of a fleet on every evaluation): 1 to 63 of [a-z0-9-], starting and ending with a
+// letter or digit.
+func isDNS1123Label(s string) bool {
+	if len(s) == 0 || len(s) > validation.DNS1123LabelMaxLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // IsHubNamespace reports whether name is reserved for the hub's own namespaces.
@@ -66,11 +92,9 @@ func ValidateResourceName(name string) error {
 // in spec.prioritizerPolicy, so names stay short, printable and free of separators.
 const MaxScoreNameLength = 253
 
-// scoreNamePattern admits names such as cpuAvailable, free-capacity, ResourceRatioCPU and the
-// "${app};${device}" names of the Dynamic Scoring Framework once filled in (app1;gpu0).
-var scoreNamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:;@+=-]*[A-Za-z0-9])?$`)
-
-// ScoreNamePattern is the pattern score names must match (also in the JSON Schemas).
+// ScoreNamePattern is the pattern score names must match (also in the JSON Schemas). It admits
+// names such as cpuAvailable, free-capacity, ResourceRatioCPU and the "${app};${device}" names of
+// the Dynamic Scoring Framework once filled in (app1;gpu0).
 const ScoreNamePattern = `^[A-Za-z0-9]([A-Za-z0-9._:;@+=-]*[A-Za-z0-9])?$`
 
 // ValidateScoreName checks one score item name.
@@ -80,10 +104,28 @@ func ValidateScoreName(name string) error {
 		return fmt.Errorf("score name is empty")
 	case len(name) > MaxScoreNameLength:
 		return fmt.Errorf("score name is %d characters long, more than %d", len(name), MaxScoreNameLength)
-	case !scoreNamePattern.MatchString(name):
+	case !isScoreName(name):
 		return fmt.Errorf("%s is not a valid score name: use letters, digits and . _ : ; @ + = -, starting and ending with a letter or digit", echo(name))
 	}
 	return nil
+}
+
+// isScoreName is ScoreNamePattern without a regular expression (every score of every cluster is
+// checked, at the scorer and again at the writer).
+func isScoreName(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("._:;@+=-", c) >= 0 && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 var (

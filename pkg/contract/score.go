@@ -16,7 +16,8 @@ const (
 
 // ScoreUpdated is the data of io.scoreflow.score.updated: the scores of one AddOnPlacementScore
 // resource for every cluster a scorer evaluated. One event carries every cluster because a Knative
-// subscriber replies with exactly one event. The CloudEvent's time is when the underlying metrics
+// subscriber replies with exactly one event, unless they exceed one event's bounds
+// (NewScoreUpdates splits them). The CloudEvent's time is when the underlying metrics
 // were observed (it orders updates); its source names the scorer.
 type ScoreUpdated struct {
 	// Resource is the AddOnPlacementScore name, the same in each cluster's namespace.
@@ -47,7 +48,7 @@ type Score struct {
 func (s *ScoreUpdated) Validate() error {
 	errs := s.validateEnvelope()
 	for i := range s.Items {
-		errs = append(errs, s.Items[i].validate(fmt.Sprintf("items[%d]", i))...)
+		errs = append(errs, s.Items[i].validateAt(func() string { return fmt.Sprintf("items[%d]", i) })...)
 	}
 	return errs.orNil()
 }
@@ -86,34 +87,42 @@ func (s *ScoreUpdated) validateEnvelope() FieldErrors {
 // ValidateItem reports the first problem of item i, or nil. Its Reason says how the writer answers:
 // UnknownCluster, InvalidScore or OutOfRange.
 func (s *ScoreUpdated) ValidateItem(i int) *FieldError {
-	if errs := s.Items[i].validate(fmt.Sprintf("items[%d]", i)); len(errs) > 0 {
+	if errs := s.Items[i].validateAt(func() string { return fmt.Sprintf("items[%d]", i) }); len(errs) > 0 {
 		return &errs[0]
 	}
 	return nil
 }
 
-func (c *ClusterScores) validate(f string) FieldErrors {
+// validateAt reports the item's problems, each naming its field under the item's path, which is
+// made only when there is an error to name: a fleet's event holds tens of thousands of scores,
+// nearly always valid.
+func (c *ClusterScores) validateAt(field func() string) FieldErrors {
 	var errs FieldErrors
 	if err := ValidateClusterName(c.Cluster); err != nil {
-		errs = append(errs, fieldErr(ReasonUnknownCluster, f+".cluster", "%v", err))
+		errs = append(errs, fieldErr(ReasonUnknownCluster, field()+".cluster", "%v", err))
 	}
 	switch {
 	case len(c.Scores) == 0:
-		errs = append(errs, fieldErr(ReasonInvalidScore, f+".scores", "at least one score is required"))
+		errs = append(errs, fieldErr(ReasonInvalidScore, field()+".scores", "at least one score is required"))
 	case len(c.Scores) > MaxScoresPerItem:
-		errs = append(errs, fieldErr(ReasonInvalidScore, f+".scores", "%d scores, more than %d", len(c.Scores), MaxScoresPerItem))
+		errs = append(errs, fieldErr(ReasonInvalidScore, field()+".scores", "%d scores, more than %d", len(c.Scores), MaxScoresPerItem))
 	}
-	seen := make(map[string]bool, len(c.Scores))
+	var seen map[string]bool
+	if len(c.Scores) > 1 {
+		seen = make(map[string]bool, len(c.Scores))
+	}
 	for j, sc := range c.Scores {
-		sf := fmt.Sprintf("%s.scores[%d]", f, j)
+		sf := func() string { return fmt.Sprintf("%s.scores[%d]", field(), j) }
 		if err := ValidateScoreName(sc.Name); err != nil {
-			errs = append(errs, fieldErr(ReasonInvalidScore, sf+".name", "%v", err))
+			errs = append(errs, fieldErr(ReasonInvalidScore, sf()+".name", "%v", err))
 		} else if seen[sc.Name] {
-			errs = append(errs, fieldErr(ReasonInvalidScore, sf+".name", "score %q appears twice", sc.Name))
+			errs = append(errs, fieldErr(ReasonInvalidScore, sf()+".name", "score %q appears twice", sc.Name))
 		}
-		seen[sc.Name] = true
+		if seen != nil {
+			seen[sc.Name] = true
+		}
 		if err := CheckScoreValue(sc.Value); err != nil {
-			errs = append(errs, fieldErr(ReasonOutOfRange, sf+".value", "%v", err))
+			errs = append(errs, fieldErr(ReasonOutOfRange, sf()+".value", "%v", err))
 		}
 	}
 	return errs

@@ -105,3 +105,16 @@ func orEnv(v, env string) string {
 	}
 	return os.Getenv(env)
 }
+
+// OptionalSinkFlags is SinkFlags for a function that sends only now and then besides its replies
+// (a scorer whose result needs more events than its one reply): with no sink configured the
+// returned function gives a nil Sender and no error.
+func (f *Function) OptionalSinkFlags() func() (*Sender, error) {
+	newSender := f.SinkFlags()
+	return func() (*Sender, error) {
+		if orEnv(f.Flags.Lookup("sink").Value.String(), "K_SINK") == "" {
+			return nil, nil
+		}
+		return newSender()
+	}
+}

@@ -94,3 +94,24 @@ func TestNewSenderErrors(t *testing.T) {
 }
 
 const overrides = `{"extensions":{"sinkbinding":"metric-sources"}}`
+
+// An optional sink is nil when none is configured, and a Sender to it when one is.
+func TestOptionalSinkFlags(t *testing.T) {
+	t.Setenv("K_SINK", "")
+	f := New("f", "test")
+	newSink := f.OptionalSinkFlags()
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := newSink(); s != nil || err != nil {
+		t.Fatalf("no sink configured: %v, %v; want nil, nil", s, err)
+	}
+	f = New("f", "test")
+	newSink = f.OptionalSinkFlags()
+	if err := f.Parse([]string{"--sink", "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := newSink(); s == nil || err != nil || s.target != "http://127.0.0.1:1/" {
+		t.Fatalf("--sink given: %+v, %v", s, err)
+	}
+}

@@ -1,10 +1,19 @@
 // Package scorer is what every scoring function shares: it routes a scorer's inputs (PingSource
 // events carrying its configuration, metric.changed events carrying samples), maps its errors to
-// the right HTTP status and score.failed reply, and sends exactly one validated score.updated.
+// the right HTTP status and score.failed reply, and answers with a validated score.updated.
+//
+// A result too large for one event (more than contract.MaxItems clusters, or more than
+// contract.MaxScoreUpdatedDataBytes of data) is split into several, each within the contract's
+// bounds (contract.NewScoreUpdates). A Knative subscriber replies with exactly one event, so the
+// others go to the scorer's sink (K_SINK: the broker, injected by a SinkBinding) before the reply;
+// a scorer without a sink answers such a result 500 (score.failed naming the missing sink) rather
+// than leave clusters out.
 package scorer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -52,8 +61,15 @@ type Func func(ctx context.Context, e event.Event) (*Result, error)
 // Route maps event types to scoring functions.
 type Route map[string]Func
 
-// Handler answers each event with one score.updated, or a score.failed with the reason.
-func Handler(source string, routes Route) function.Handler {
+// Handler answers each event with one score.updated, or a score.failed with the reason. It has no
+// sink: a result that needs more than one event is answered 500 (see HandlerTo).
+func Handler(source string, routes Route) function.Handler { return HandlerTo(source, routes, nil) }
+
+// HandlerTo is Handler sending, when a result needs several events, all but the first to sink
+// (which may be nil: no sink) and replying with the first. Those parts carry ids derived from the
+// input's, so that a redelivered input's parts deduplicate at the writer; if sink does not take
+// them the answer is 503 (retriable), so the broker redelivers the input.
+func HandlerTo(source string, routes Route, sink *function.Sender) function.Handler {
 	return func(ctx context.Context, e event.Event) function.Response {
 		score, ok := routes[e.Type()]
 		if !ok {
@@ -80,13 +96,36 @@ func Handler(source string, routes Route) function.Handler {
 		if res == nil || len(res.Scores.Items) == 0 {
 			return function.Response{Status: http.StatusAccepted}
 		}
-		out, err := contract.NewScoreUpdated(source, res.Observed, res.Scores)
+		outs, err := contract.NewScoreUpdates(source, res.Observed, res.Scores)
 		if err != nil {
 			// A scorer bug: never send what the writer would refuse.
 			return failure(source, e, http.StatusInternalServerError, &Error{Reason: contract.ReasonInvalidData, Err: err})
 		}
-		return function.Reply(out)
+		if len(outs) == 1 {
+			return function.Reply(outs[0])
+		}
+		if sink == nil {
+			return failure(source, e, http.StatusInternalServerError, &Error{Reason: contract.ReasonInvalidData,
+				Err: fmt.Errorf("%d clusters make %d score.updated events and this scorer has no sink for all but one: give it one (--sink or K_SINK, from a SinkBinding to the broker)", len(res.Scores.Items), len(outs))})
+		}
+		in := function.Ref(&e)
+		for k := range outs {
+			outs[k].SetID(partID(in, k, len(outs)))
+		}
+		for k := 1; k < len(outs); k++ {
+			if err := sink.Send(ctx, outs[k]); err != nil {
+				return failure(source, e, http.StatusServiceUnavailable, &Error{Reason: contract.ReasonUnavailable, Retriable: true,
+					Err: fmt.Errorf("score.updated %d of %d: %w", k+1, len(outs), err)})
+			}
+		}
+		return function.Reply(outs[0])
 	}
+}
+
+// partID is the id of part k of n of the result answering in: the same for a redelivered input.
+func partID(in contract.EventRef, k, n int) string {
+	sum := sha256.Sum256([]byte(in.Source + "\x00" + in.ID))
+	return fmt.Sprintf("part-%s-%d-of-%d", hex.EncodeToString(sum[:12]), k+1, n)
 }
 
 func failure(source string, in event.Event, status int, se *Error) function.Response {

@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -112,5 +113,40 @@ func TestNameFormat(t *testing.T) {
 	}
 	if err := NameFormat("${app} ${device}").Validate(); err == nil {
 		t.Error("format with a space accepted")
+	}
+}
+
+// fill replaces exactly what the placeholder pattern matches, with the same missing label.
+func TestFillMatchesPlaceholderPattern(t *testing.T) {
+	labels := map[string]string{"a": "1", "app": "web", "_x9": "z", "B": "b"}
+	lookup := func(k string) (string, bool) { v, ok := labels[k]; return v, ok }
+	want := func(f string) (string, string) {
+		var missing string
+		name := placeholder.ReplaceAllStringFunc(f, func(m string) string {
+			key := m[2 : len(m)-1]
+			v, ok := labels[key]
+			if !ok && missing == "" {
+				missing = key
+			}
+			return v
+		})
+		return name, missing
+	}
+	cases := []string{"", "x", "${a}", "${app};${B}", "${", "${}", "${a", "$${a}}", "${9}", "${a9}", "${_x9}-${nope}-${other}", "${${a}}", "a${b c}${a}"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "${}a_9B;x "
+	for range 100000 {
+		b := make([]byte, rng.IntN(10))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, f := range cases {
+		gotName, gotMissing := NameFormat(f).fill(lookup)
+		wantName, wantMissing := want(f)
+		if gotName != wantName || gotMissing != wantMissing {
+			t.Errorf("fill(%q) = %q, missing %q; the pattern gives %q, missing %q", f, gotName, gotMissing, wantName, wantMissing)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
@@ -78,7 +79,8 @@ func TestHeadrooms(t *testing.T) {
 	}, func(c string) (float64, bool) { v, ok := capacity[c]; return v, ok }, end)
 	got := map[string]float64{}
 	for _, i := range in {
-		got[i.Labels["cluster"]] = i.Value
+		c, _ := i.Label("cluster")
+		got[c] = i.Value
 	}
 	if len(got) != 2 || math.Abs(got["up"]-0.6) > 1e-9 || got["down"] != 1 {
 		t.Errorf("headrooms = %v, want up 0.6 and down 1", got)
@@ -141,17 +143,20 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// BenchmarkScore1000 forecasts and scores 1,000 clusters from one range query result of 73
-// points each (6h at 5m) against one capacity query result.
-func BenchmarkScore1000(b *testing.B) {
+// BenchmarkScore1000 and BenchmarkScore10000 forecast and score 1,000 and 10,000 clusters from
+// one range query result of 73 points each (6h at 5m) against one capacity query result.
+func BenchmarkScore1000(b *testing.B)  { benchScore(b, 1000) }
+func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
+
+func benchScore(b *testing.B, n int) {
 	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cfg := DefaultConfig()
 	cfg.Resource, cfg.ScoreName = "r", "headroom"
 	cfg.Range, cfg.Step, cfg.Horizon = model.Duration(6*time.Hour), model.Duration(5*time.Minute), model.Duration(time.Hour)
-	m := make(model.Matrix, 1000)
-	caps := make(model.Vector, 1000)
+	m := make(model.Matrix, n)
+	caps := make(model.Vector, n)
 	for i := range m {
-		cl := model.LabelValue(fmt.Sprintf("cluster-%04d", i))
+		cl := model.LabelValue(fmt.Sprintf("cluster-%05d", i))
 		s := &model.SampleStream{Metric: model.Metric{"cluster": cl}}
 		for j := range 73 {
 			at := end.Add(-time.Duration(72-j) * 5 * time.Minute)
@@ -162,6 +167,7 @@ func BenchmarkScore1000(b *testing.B) {
 	}
 	out := cfg.output()
 	b.ReportAllocs()
+	cpu := benchcpu.Start()
 	for b.Loop() {
 		c, err := Capacities(caps, "cluster")
 		if err != nil {
@@ -169,8 +175,9 @@ func BenchmarkScore1000(b *testing.B) {
 		}
 		in, _ := cfg.Headrooms(m, func(cl string) (float64, bool) { v, ok := c[cl]; return v, ok }, end)
 		sc, err := out.Score("cluster", in)
-		if err != nil || len(sc.Items) != 1000 {
+		if err != nil || len(sc.Items) != n {
 			b.Fatal(err, len(sc.Items))
 		}
 	}
+	cpu.Report(b)
 }

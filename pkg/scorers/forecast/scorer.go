@@ -111,7 +111,7 @@ func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (fl
 			continue
 		}
 		predicted, _ := Holt(ps, c.Alpha, c.Beta, ahead)
-		in = append(in, promql.Input{Labels: prom.Labels(s.Metric), Value: (capa - math.Max(predicted, 0)) / capa})
+		in = append(in, promql.Input{Metric: s.Metric, Value: (capa - math.Max(predicted, 0)) / capa})
 	}
 	return in, skipped
 }

@@ -2,6 +2,9 @@ package health
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
@@ -154,4 +158,41 @@ func TestPingFailures(t *testing.T) {
 	if _, f := functest.Reply(t, reply); status != http.StatusBadRequest || f == nil || f.Reason != contract.ReasonBadConfig || !strings.Contains(f.Message, "resource") {
 		t.Errorf("unknown field: status %d failure %+v, want 400 BadConfig naming it", status, f)
 	}
+}
+
+// clusterList is a Lister that answers with a fixed list.
+type clusterList []ManagedCluster
+
+func (l clusterList) List(context.Context) ([]ManagedCluster, error) { return l, nil }
+
+// BenchmarkPing1000 and BenchmarkPing10000 score 1,000 and 10,000 ManagedClusters from one list
+// of the hub: the work a ping does once the list has arrived.
+func BenchmarkPing1000(b *testing.B)  { benchPing(b, 1000) }
+func BenchmarkPing10000(b *testing.B) { benchPing(b, 10000) }
+
+func benchPing(b *testing.B, n int) {
+	list := make(clusterList, n)
+	for i := range list {
+		conds := map[string]string{CondHubAccepted: "True", CondJoined: "True", CondAvailable: "True"}
+		if i%10 == 0 {
+			conds[CondAvailable] = "Unknown"
+		}
+		list[i] = *cluster(60, time.Duration(i%600)*time.Second, conds)
+		list[i].Metadata.Name = fmt.Sprintf("cluster-%05d", i)
+	}
+	s := &Scorer{Resource: "cluster-health", ScoreName: "health", ValidFor: DefaultValidFor, Clusters: list,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Now: func() time.Time { return now }}
+	e := cloudevents.NewEvent()
+	e.SetID("1")
+	e.SetSource("s")
+	e.SetType(contract.TypePing)
+	b.ReportAllocs()
+	cpu := benchcpu.Start()
+	for b.Loop() {
+		res, err := s.Ping(context.Background(), e)
+		if err != nil || len(res.Scores.Items) != n {
+			b.Fatal(err, res)
+		}
+	}
+	cpu.Report(b)
 }

@@ -13,6 +13,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/prometheus/common/model"
 
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
@@ -136,7 +137,7 @@ func TestFromMatrix(t *testing.T) {
 	}
 	for agg, want := range map[string]float64{"last": 20, "avg": 20, "min": 10, "max": 30, "p95": 30} {
 		got := FromMatrix(m, agg)
-		if got[0].Value != want || !math.IsNaN(got[1].Value) || got[0].Labels["cluster"] != "a" {
+		if got[0].Value != want || !math.IsNaN(got[1].Value) || func() string { c, _ := got[0].Label("cluster"); return c }() != "a" {
 			t.Errorf("%s: %+v, want %v and NaN", agg, got, want)
 		}
 	}
@@ -227,32 +228,42 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func vector1000() model.Vector {
-	v := make(model.Vector, 1000)
+func vectorN(n int) model.Vector {
+	v := make(model.Vector, n)
 	for i := range v {
-		v[i] = &model.Sample{Metric: model.Metric{"cluster": model.LabelValue(fmt.Sprintf("cluster-%04d", i)), "job": "node"}, Value: model.SampleValue(i % 100)}
+		v[i] = &model.Sample{Metric: model.Metric{"cluster": model.LabelValue(fmt.Sprintf("cluster-%05d", i)), "job": "node"}, Value: model.SampleValue(i % 100)}
 	}
 	return v
 }
 
-// BenchmarkScore1000 scores 1,000 clusters from one instant query result with min-max.
-func BenchmarkScore1000(b *testing.B) {
-	v := vector1000()
+// BenchmarkScore1000 and BenchmarkScore10000 score 1,000 and 10,000 clusters from one instant
+// query result with min-max.
+func BenchmarkScore1000(b *testing.B)  { benchScore(b, 1000) }
+func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
+
+func benchScore(b *testing.B, n int) {
+	v := vectorN(n)
 	out := Output{Resource: "r", ScoreName: "load", Normalize: scoring.Normalization{Method: scoring.MethodMinMax}}
 	b.ReportAllocs()
+	cpu := benchcpu.Start()
 	for b.Loop() {
 		sc, err := out.Score("cluster", FromVector(v))
-		if err != nil || len(sc.Items) != 1000 {
+		if err != nil || len(sc.Items) != n {
 			b.Fatal(err, len(sc.Items))
 		}
 	}
+	cpu.Report(b)
 }
 
-// BenchmarkScore1000Range scores 1,000 clusters from one range query result (31 points each, p95).
-func BenchmarkScore1000Range(b *testing.B) {
-	m := make(model.Matrix, 1000)
+// BenchmarkScore1000Range and BenchmarkScore10000Range score 1,000 and 10,000 clusters from one
+// range query result (31 points each, p95).
+func BenchmarkScore1000Range(b *testing.B)  { benchScoreRange(b, 1000) }
+func BenchmarkScore10000Range(b *testing.B) { benchScoreRange(b, 10000) }
+
+func benchScoreRange(b *testing.B, n int) {
+	m := make(model.Matrix, n)
 	for i := range m {
-		ss := &model.SampleStream{Metric: model.Metric{"cluster": model.LabelValue(fmt.Sprintf("cluster-%04d", i))}}
+		ss := &model.SampleStream{Metric: model.Metric{"cluster": model.LabelValue(fmt.Sprintf("cluster-%05d", i))}}
 		for j := range 31 {
 			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(j * 60000), Value: model.SampleValue((i + j) % 100)})
 		}
@@ -260,10 +271,12 @@ func BenchmarkScore1000Range(b *testing.B) {
 	}
 	out := Output{Resource: "r", ScoreName: "load", Normalize: scoring.Normalization{Method: scoring.MethodLinear, Min: f(0), Max: f(100)}}
 	b.ReportAllocs()
+	cpu := benchcpu.Start()
 	for b.Loop() {
 		sc, err := out.Score("cluster", FromMatrix(m, scoring.AggP95))
-		if err != nil || len(sc.Items) != 1000 {
+		if err != nil || len(sc.Items) != n {
 			b.Fatal(err, len(sc.Items))
 		}
 	}
+	cpu.Report(b)
 }

@@ -10,21 +10,32 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
-// Input is one series reduced to one value.
+// Input is one series reduced to one value. Its labels are Metric, a query result's series used as
+// it is (copying the labels of every series of a fleet costs as much as scoring it), else Labels.
 type Input struct {
 	Labels map[string]string
+	Metric model.Metric
 	Value  float64
+}
+
+// Label is the value of the series' label k, and whether it has one.
+func (in *Input) Label(k string) (string, bool) {
+	if in.Metric != nil {
+		v, ok := in.Metric[model.LabelName(k)]
+		return string(v), ok
+	}
+	v, ok := in.Labels[k]
+	return v, ok
 }
 
 // FromVector takes an instant query's result.
 func FromVector(v model.Vector) []Input {
 	in := make([]Input, len(v))
 	for i, s := range v {
-		in[i] = Input{Labels: prom.Labels(s.Metric), Value: float64(s.Value)}
+		in[i] = Input{Metric: s.Metric, Value: float64(s.Value)}
 	}
 	return in
 }
@@ -39,7 +50,7 @@ func FromMatrix(m model.Matrix, aggregation string) []Input {
 		for _, p := range s.Values {
 			vals = append(vals, float64(p.Value))
 		}
-		in[i] = Input{Labels: prom.Labels(s.Metric), Value: scoring.Aggregate(aggregation, vals)}
+		in[i] = Input{Metric: s.Metric, Value: scoring.Aggregate(aggregation, vals)}
 	}
 	return in
 }
@@ -62,18 +73,19 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 	byName := map[string]map[string]float64{}
 	// A format without placeholders names every series alike: skip filling it per series.
 	static := !strings.Contains(string(o.ScoreName), "${")
-	for _, s := range in {
+	for i := range in {
+		s := &in[i]
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 			continue
 		}
-		cluster := s.Labels[clusterLabel]
+		cluster, _ := s.Label(clusterLabel)
 		if contract.ValidateClusterName(cluster) != nil {
 			out.Dropped++
 			continue
 		}
 		name, err := string(o.ScoreName), error(nil)
 		if !static {
-			name, err = o.ScoreName.Name(s.Labels)
+			name, err = o.ScoreName.NameFrom(s.Label)
 		}
 		if err != nil {
 			out.Dropped++
@@ -91,6 +103,19 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 			return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", cluster, name, clusterLabel, string(o.ScoreName))
 		}
 		vals[cluster] = s.Value
+	}
+	if len(byName) == 1 {
+		// One score name (the usual case): each cluster has one score, so items come straight
+		// from the normalised values, without gathering scores per cluster first.
+		for name, vals := range byName {
+			scored := o.Normalize.Apply(vals)
+			out.Items = make([]contract.ClusterScores, 0, len(scored))
+			for cluster, v := range scored {
+				out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: []contract.Score{{Name: name, Value: float64(v)}}})
+			}
+		}
+		slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
+		return out, nil
 	}
 	perCluster := map[string][]contract.Score{}
 	for name, vals := range byName {

@@ -12,6 +12,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/prometheus/common/model"
 
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
@@ -321,25 +322,31 @@ func TestPingBadConfig(t *testing.T) {
 	}
 }
 
-// BenchmarkScore1000 scores 1,000 clusters from one allocatable and one requests query result
-// (3 resources each): the work a ping does after Prometheus answers.
-func BenchmarkScore1000(b *testing.B) {
+// BenchmarkScore1000 and BenchmarkScore10000 score 1,000 and 10,000 clusters from one
+// allocatable and one requests query result (3 resources each): the work a ping does after
+// Prometheus answers.
+func BenchmarkScore1000(b *testing.B)  { benchScore(b, 1000) }
+func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
+
+func benchScore(b *testing.B, n int) {
 	cfg := cfgWith(nil)
 	var alloc, req model.Vector
-	for i := range 1000 {
-		cl := model.LabelValue(fmt.Sprintf("cluster-%04d", i))
+	for i := range n {
+		cl := model.LabelValue(fmt.Sprintf("cluster-%05d", i))
 		for _, r := range []string{"cpu", "memory", "nvidia_com_gpu"} {
 			alloc = append(alloc, &model.Sample{Metric: model.Metric{"cluster": cl, "resource": model.LabelValue(r)}, Value: model.SampleValue(64 + i%7)})
 			req = append(req, &model.Sample{Metric: model.Metric{"cluster": cl, "resource": model.LabelValue(r)}, Value: model.SampleValue(i % 50)})
 		}
 	}
 	b.ReportAllocs()
+	cpu := benchcpu.Start()
 	for b.Loop() {
 		c := NewCollector(cfg)
 		c.AddVector(alloc, true)
 		c.AddVector(req, false)
-		if items := c.Scores(); len(items) != 1000 {
+		if items := c.Scores(); len(items) != n {
 			b.Fatalf("%d items", len(items))
 		}
 	}
+	cpu.Report(b)
 }

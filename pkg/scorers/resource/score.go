@@ -157,6 +157,10 @@ func (c *Collector) Add(cluster, resource string, isAllocatable bool, v float64)
 // AddVector records a query result summed by cluster label and resource.
 func (c *Collector) AddVector(v model.Vector, isAllocatable bool) {
 	label := model.LabelName(c.cfg.ClusterLabel)
+	if len(c.Usage) == 0 && len(c.kinds) > 0 {
+		// One series per cluster and kind: grow the map once, not every few thousand clusters.
+		c.Usage = make(map[string]*Usage, len(v)/len(c.kinds))
+	}
 	for _, s := range v {
 		cluster, ok := s.Metric[label]
 		if !ok {

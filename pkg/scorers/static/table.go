@@ -1,10 +1,11 @@
 package static
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 
@@ -45,6 +46,19 @@ type Row struct {
 	Device      string   `json:"device"`
 	Performance *float64 `json:"performance,omitempty"`
 	Power       *float64 `json:"power,omitempty"`
+}
+
+// label is the row's value for a NameFormat placeholder: app, device or cluster.
+func (r *Row) label(k string) (string, bool) {
+	switch k {
+	case "app":
+		return r.App, true
+	case "device":
+		return r.Device, true
+	case "cluster":
+		return r.Cluster, true
+	}
+	return "", false
 }
 
 // DefaultResources are the two resources of the Dynamic Scoring Framework's static scorer.
@@ -165,7 +179,7 @@ func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 		if v == nil {
 			continue
 		}
-		name, err := res.NameFormat.Name(map[string]string{"app": row.App, "device": row.Device, "cluster": row.Cluster})
+		name, err := res.NameFormat.NameFrom(row.label)
 		if err != nil {
 			return contract.ScoreUpdated{}, fmt.Errorf("rows[%d]: %v", i, err)
 		}
@@ -177,18 +191,18 @@ func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 		}
 		byName[name][row.Cluster] = *v
 	}
-	perCluster := map[string][]contract.Score{}
+	perCluster := make(map[string][]contract.Score, len(t.Rows)/max(len(byName), 1))
 	for name, values := range byName {
 		for cluster, s := range res.Normalize.Apply(values) {
 			perCluster[cluster] = append(perCluster[cluster], contract.Score{Name: name, Value: float64(s)})
 		}
 	}
-	out := contract.ScoreUpdated{Resource: res.Name}
+	out := contract.ScoreUpdated{Resource: res.Name, Items: make([]contract.ClusterScores, 0, len(perCluster))}
 	for cluster, scores := range perCluster {
-		sort.Slice(scores, func(i, j int) bool { return scores[i].Name < scores[j].Name })
+		slices.SortFunc(scores, func(a, b contract.Score) int { return cmp.Compare(a.Name, b.Name) })
 		out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: scores})
 	}
-	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].Cluster < out.Items[j].Cluster })
+	slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
 	if len(out.Items) == 0 {
 		return out, nil // no row has a value in this column: nothing to score, not zeros
 	}

@@ -1,8 +1,11 @@
 package static
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 )
 
 // flat turns scores into cluster/name -> value.
@@ -169,4 +172,36 @@ func TestParseInvalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkScore1000 and BenchmarkScore10000 score 1,000 and 10,000 clusters, two devices each,
+// from a parsed table: the work a ping does once the table file is loaded (it is parsed again only
+// when its bytes change).
+func BenchmarkScore1000(b *testing.B)  { benchScore(b, 1000) }
+func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
+
+func benchScore(b *testing.B, n int) {
+	var doc strings.Builder
+	doc.WriteString(`{"rows":[`)
+	for i := range n {
+		if i > 0 {
+			doc.WriteString(",")
+		}
+		fmt.Fprintf(&doc, `{"cluster":"cluster-%05d","app":"app01","device":"gpu0","performance":%d,"power":%d},`, i, i%97, 100+i%89)
+		fmt.Fprintf(&doc, `{"cluster":"cluster-%05d","app":"app01","device":"cpu","performance":%d}`, i, i%13)
+	}
+	doc.WriteString(`]}`)
+	tab, err := Parse([]byte(doc.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu := benchcpu.Start()
+	for b.Loop() {
+		out, err := tab.Score("example-performance-score")
+		if err != nil || len(out.Items) != n {
+			b.Fatal(err, len(out.Items))
+		}
+	}
+	cpu.Report(b)
 }
