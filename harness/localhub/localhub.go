@@ -128,6 +128,11 @@ func Start() (*Hub, error) {
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 	}
+	// envtest gives etcd and kube-apiserver 20 s to start, which a loaded CI machine overruns;
+	// KUBEBUILDER_CONTROLPLANE_START_TIMEOUT still overrides this.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
 	// A fixed certificate directory keeps the serving certificate across an API server restart,
 	// so clients keep working when a test stops and starts it.
 	env.ControlPlane.GetAPIServer().CertDir = filepath.Join(dir, "apiserver")
