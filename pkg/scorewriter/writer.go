@@ -59,9 +59,9 @@ func (u *Update) Result(ctx context.Context) (contract.ItemResult, error) {
 
 // Options tune a Writer.
 type Options struct {
-	// Window is how long an object rests after a write: updates that arrive while a write of it is
-	// in flight or it rests wait and share its next write, so a busy object is written at most
-	// once per Window (plus the write's own time). An update of an idle object is written at once.
+	// Window spaces the writes of a busy object: after a write starts, the object's next write
+	// starts no sooner than Window later (at once after it, when the write took longer). Updates
+	// that arrive meanwhile share that next write. An update of an idle object is written at once.
 	Window time.Duration
 	// WaitWhenIdle makes an update of an idle object wait Window too, for others to join its
 	// write, and drops the rest after a write. Fewer writes when producers send to one object in
@@ -142,8 +142,9 @@ type Writer struct {
 	// held are objects in backoff, with when their next try is due: arrivals join the pending
 	// updates and wait for it rather than shortening it to the coalescing window.
 	held map[Key]time.Time
-	// resting are the objects resting for Window after a write: the queue holds them as being
-	// processed until their timer ends the rest, so arrivals meanwhile wait for one next write.
+	// resting are the objects resting until Window after their last write started: the queue
+	// holds them as being processed until a timer ends the rest, so arrivals meanwhile wait for
+	// one next write.
 	resting map[Key]*time.Timer
 	// expiries is when each known object's first score expires: the object is rewritten then.
 	expiries map[Key]time.Time
@@ -234,8 +235,9 @@ func (w *Writer) Run(ctx context.Context) {
 				if quit {
 					return
 				}
+				started := time.Now()
 				if w.flush(ctx, key) {
-					w.rest(key)
+					w.rest(key, w.opts.Window-time.Since(started))
 				} else {
 					w.queue.Done(key)
 				}
@@ -268,16 +270,16 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// rest keeps key out of the queue's hands for Window after a write (the queue counts it as being
+// rest keeps key out of the queue's hands for d after a write (the queue counts it as being
 // processed until Done), so that what arrives meanwhile goes in one next write.
-func (w *Writer) rest(key Key) {
+func (w *Writer) rest(key Key, d time.Duration) {
 	w.mu.Lock()
-	if w.opts.WaitWhenIdle || w.opts.Window <= 0 || w.closed {
+	if w.opts.WaitWhenIdle || d <= 0 || w.closed {
 		w.mu.Unlock()
 		w.queue.Done(key)
 		return
 	}
-	w.resting[key] = time.AfterFunc(w.opts.Window, func() {
+	w.resting[key] = time.AfterFunc(d, func() {
 		w.mu.Lock()
 		_, ok := w.resting[key] // not when shutdown ended the rest first
 		delete(w.resting, key)
