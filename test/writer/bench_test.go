@@ -40,7 +40,7 @@ func BenchmarkScoreWriter(b *testing.B) {
 			naiveRound, wrtrRound int
 		}{
 			{"one-cluster-per-event", 1, 256, 600, 3000},
-			{"fleet-events", n, 8, 600, 16 * n},
+			{"fleet-events", n, 8, 600, max(16, 3200/n) * n}, // each sender sends 2 events or more
 		} {
 			var naive float64
 			b.Run(fmt.Sprintf("clusters=%d/%s/naive-get-update", n, c.name), func(b *testing.B) {
