@@ -335,6 +335,7 @@ func (w *Writer) flush(ctx context.Context, key Key) bool {
 	return true
 }
 
+// flushUpdates is flush's write of us (none: of the object's expiry).
 func (w *Writer) flushUpdates(ctx context.Context, key Key, us []*Update) {
 	if len(us) > 0 {
 		w.metrics.batchSize.Observe(float64(len(us)))
