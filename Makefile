@@ -59,7 +59,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring and broker (per op), then writer throughput vs a naive baseline and end-to-end latency (fixed rounds).
+bench: tools ## Run the benchmarks: scoring and broker (per op), then writer throughput vs a naive baseline, writer latency and end-to-end latency (fixed rounds).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout $(TEST_TIMEOUT) ./test/...
 

@@ -25,7 +25,7 @@ func main() {
 	pendingBytes := fn.Flags.Int("max-pending-bytes", scorewriter.DefaultMaxPendingBytes, "bytes that accepted, unwritten updates may hold; beyond it events get 503")
 	skew := fn.Flags.Duration("max-clock-skew", 2*time.Minute, "how far ahead of this clock an event's time may be; events from further in the future are refused")
 	opts := scorewriter.DefaultOptions()
-	fn.Flags.DurationVar(&opts.Window, "coalesce-window", opts.Window, "how long the first update of an idle object waits for others to share its write (0: none)")
+	fn.Flags.DurationVar(&opts.Window, "coalesce-window", opts.Window, "least time between the starts of two writes of one object: updates arriving meanwhile share its next write; an idle object is written at once (0: back to back)")
 	fn.Flags.IntVar(&opts.Workers, "workers", opts.Workers, "objects written concurrently")
 	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", opts.MaxConflicts, "re-reads after write conflicts before an update fails as retriable")
 	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", opts.RetryFor, "how long to retry an unavailable hub before answering 503 so the broker redelivers")

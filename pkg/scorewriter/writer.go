@@ -59,9 +59,15 @@ func (u *Update) Result(ctx context.Context) (contract.ItemResult, error) {
 
 // Options tune a Writer.
 type Options struct {
-	// Window is how long the first update for an idle object waits for others to join its write.
-	// While a write is in flight, new updates wait for it and go in the next one.
+	// Window spaces the writes of a busy object: after a write starts, the object's next write
+	// starts no sooner than Window later (at once after it, when the write took longer). Updates
+	// that arrive meanwhile share that next write. An update of an idle object is written at once.
 	Window time.Duration
+	// WaitWhenIdle makes an update of an idle object wait Window too, for others to join its
+	// write, and drops the rest after a write. Fewer writes when producers send to one object in
+	// bursts closer than Window, at the cost of Window's delay on every update; benchmarks compare
+	// the two.
+	WaitWhenIdle bool
 	// Workers bounds concurrent object writes.
 	Workers int
 	// MaxConflicts bounds re-reads after optimistic-concurrency conflicts per write.
@@ -136,6 +142,10 @@ type Writer struct {
 	// held are objects in backoff, with when their next try is due: arrivals join the pending
 	// updates and wait for it rather than shortening it to the coalescing window.
 	held map[Key]time.Time
+	// resting are the objects resting until Window after their last write started: the queue
+	// holds them as being processed until a timer ends the rest, so arrivals meanwhile wait for
+	// one next write.
+	resting map[Key]*time.Timer
 	// expiries is when each known object's first score expires: the object is rewritten then.
 	expiries map[Key]time.Time
 	// resources are, per cluster, the AddOnPlacementScores known to exist (MaxResourcesPerCluster).
@@ -162,6 +172,7 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		pending:   map[Key][]*Update{},
 		backoff:   map[Key]time.Duration{},
 		held:      map[Key]time.Time{},
+		resting:   map[Key]*time.Timer{},
 		expiries:  map[Key]time.Time{},
 		resources: map[string]map[string]struct{}{},
 		objects:   lru.New(opts.CachedObjects),
@@ -199,8 +210,14 @@ func (w *Writer) Submit(us ...*Update) error {
 	w.npending += len(us)
 	w.mu.Unlock()
 	for _, k := range wake {
-		// AddAfter keeps the earliest due time of a key already waiting: the window never stretches.
-		w.queue.AddAfter(k, w.opts.Window)
+		if w.opts.WaitWhenIdle {
+			// AddAfter keeps the earliest due time of a key already waiting: the window never stretches.
+			w.queue.AddAfter(k, w.opts.Window)
+			continue
+		}
+		// An idle object is written at once. One being written or resting is marked dirty by the
+		// queue and handed out again when that ends; one already queued stays queued once.
+		w.queue.Add(k)
 	}
 	return nil
 }
@@ -218,15 +235,27 @@ func (w *Writer) Run(ctx context.Context) {
 				if quit {
 					return
 				}
-				w.flush(ctx, key)
-				w.queue.Done(key)
+				started := time.Now()
+				if w.flush(ctx, key) {
+					w.rest(key, w.opts.Window-time.Since(started))
+				} else {
+					w.queue.Done(key)
+				}
 			}
 		}()
 	}
 	<-ctx.Done()
 	w.mu.Lock()
 	w.closed = true
+	resting := w.resting
+	w.resting = map[Key]*time.Timer{}
 	w.mu.Unlock()
+	// Rests end now: the drain below waits for every object being processed, and what they hold
+	// is failed as retriable after it.
+	for key, t := range resting {
+		t.Stop()
+		w.queue.Done(key)
+	}
 	w.queue.ShutDownWithDrain()
 	wg.Wait()
 	// ShutDownWithDrain stops only the queue inside: the delaying queue's own goroutine (which
@@ -239,6 +268,27 @@ func (w *Writer) Run(ctx context.Context) {
 	for _, us := range left {
 		w.resolveAll(us, failed(contract.ReasonUnavailable, true, "the writer stopped before writing"))
 	}
+}
+
+// rest keeps key out of the queue's hands for d after a write (the queue counts it as being
+// processed until Done), so that what arrives meanwhile goes in one next write.
+func (w *Writer) rest(key Key, d time.Duration) {
+	w.mu.Lock()
+	if w.opts.WaitWhenIdle || d <= 0 || w.closed {
+		w.mu.Unlock()
+		w.queue.Done(key)
+		return
+	}
+	w.resting[key] = time.AfterFunc(d, func() {
+		w.mu.Lock()
+		_, ok := w.resting[key] // not when shutdown ended the rest first
+		delete(w.resting, key)
+		w.mu.Unlock()
+		if ok {
+			w.queue.Done(key)
+		}
+	})
+	w.mu.Unlock()
 }
 
 func (w *Writer) take(key Key) []*Update {
@@ -270,16 +320,23 @@ func (w *Writer) waitBackoff(key Key) bool {
 // time), re-reading and re-planning on conflict. A transient failure does not hold the worker: the
 // updates go back to pending and the object is queued again after a backoff, until each update's
 // deadline (RetryFor after its first attempt) has passed. With no updates it removes the object's
-// expired scores, if any.
-func (w *Writer) flush(ctx context.Context, key Key) {
+// expired scores, if any. It reports whether it had updates or an expiry to write: the object then
+// rests for the window.
+func (w *Writer) flush(ctx context.Context, key Key) bool {
 	if w.waitBackoff(key) {
-		return
+		return false
 	}
 	defer w.scheduleExpiry(key)
 	us := w.take(key)
 	if len(us) == 0 && !w.expiryDue(key) {
-		return
+		return false
 	}
+	w.flushUpdates(ctx, key, us)
+	return true
+}
+
+// flushUpdates is flush's write of us (none: of the object's expiry).
+func (w *Writer) flushUpdates(ctx context.Context, key Key, us []*Update) {
 	if len(us) > 0 {
 		w.metrics.batchSize.Observe(float64(len(us)))
 	}

@@ -130,3 +130,71 @@ func TestFailedExpiryRewriteIsNotRetriedInALoop(t *testing.T) {
 		t.Errorf("%d status updates in the second after the expiry, want the one rewrite (at most a few)", updates)
 	}
 }
+
+// A lone update of an idle object is written at once, whatever the coalescing window: the window
+// only spaces writes of an object that was just written. With an hour's window, the update would
+// otherwise wait an hour. Stopping the writer does not wait for an object's rest either.
+func TestLoneUpdateOfIdleObjectIsWrittenAtOnce(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Window = time.Hour
+	w, err := NewWriter(fake.NewSimpleClientset(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	u := NewUpdate(Key{"c1", "lone"}, []contract.Score{{Name: "a", Value: 1}}, time.Now(), time.Now().Add(time.Hour), "test")
+	if err := w.Submit(u); err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	if r, err := u.Result(wait); err != nil || r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("lone update with a 1h window: %+v, %v; want Written at once", r, err)
+	}
+
+	// The object now rests for the window; stopping must not wait for that.
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return while an object rested for its window")
+	}
+}
+
+// Updates that arrive while an object rests after a write share its next write.
+func TestUpdatesArrivingDuringRestShareOneWrite(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	opts := DefaultOptions()
+	opts.Window = 300 * time.Millisecond
+	w := runWriter(t, client, opts)
+	key := Key{"c1", "rest"}
+	if r := write(t, w, key, 1); r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("first write: %+v", r)
+	}
+	client.ClearActions()
+	var us []*Update
+	for i := range 5 {
+		us = append(us, NewUpdate(key, []contract.Score{{Name: fmt.Sprintf("s%d", i), Value: float64(i)}}, time.Now(), time.Now().Add(time.Hour), "test"))
+	}
+	if err := w.Submit(us...); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range us {
+		if r, err := u.Result(context.Background()); err != nil || r.Outcome != contract.OutcomeWritten {
+			t.Fatalf("update %d: %+v %v", i, r, err)
+		}
+	}
+	updates := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "update" {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Errorf("%d status writes for 5 updates arriving while the object rested, want 1", updates)
+	}
+}

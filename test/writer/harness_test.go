@@ -118,6 +118,7 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	if o.writer.Window != 0 {
 		opts.Window = o.writer.Window
 	}
+	opts.WaitWhenIdle = o.writer.WaitWhenIdle
 	if o.writer.MaxResourcesPerCluster != 0 {
 		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
 	}

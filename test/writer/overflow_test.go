@@ -15,8 +15,9 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
-// sendTogether sends events at once to a writer with a long coalescing window, so that they share
-// one write, and returns their answers in order.
+// sendTogether sends events at once and returns their answers in order. Sent right after a write
+// of their object to a writer with a long coalescing window, they arrive while the object rests
+// and share its next write (mergedWrites tells).
 func sendTogether(t *testing.T, s *server, events ...cloudevents.Event) ([]int, []*contract.WriteResult) {
 	t.Helper()
 	statuses := make([]int, len(events))
@@ -43,6 +44,23 @@ func sendTogether(t *testing.T, s *server, events ...cloudevents.Event) ([]int, 
 		}
 	}
 	return statuses, results
+}
+
+// mergedWrites counts the writes that carried more than one update
+// (scoreflow_writer_updates_per_write above its first bucket, 1).
+func (s *server) mergedWrites(t *testing.T) uint64 {
+	t.Helper()
+	mfs, err := s.fn.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "scoreflow_writer_updates_per_write" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount() - h.GetBucket()[0].GetCumulativeCount()
+		}
+	}
+	return 0
 }
 
 // A sender chooses its CloudEvents source; the writer names the sources of a write in a condition
@@ -75,7 +93,7 @@ func TestHostileSourceDoesNotFailCoalescedUpdates(t *testing.T) {
 // an update written with it must land.
 func TestLedgerRewriteThatWouldOverflowIsRefusedAlone(t *testing.T) {
 	t.Parallel()
-	s := startWriter(t, serverOpts{writer: scorewriter.Options{Window: 300 * time.Millisecond}})
+	s := startWriter(t, serverOpts{writer: scorewriter.Options{Window: time.Second}})
 	// 200 names of 108 characters: about 31,800 bytes of ledger with whole-second times.
 	var names []string
 	for i := range 200 {
@@ -99,7 +117,11 @@ func TestLedgerRewriteThatWouldOverflowIsRefusedAlone(t *testing.T) {
 
 	rewrite := scoreEvent(t, base.Add(time.Second+123456789*time.Nanosecond), contract.ScoreUpdated{Resource: "ledger-full", Items: []contract.ClusterScores{item("c4", scores(2)...)}})
 	honest := scoreEvent(t, base.Add(2*time.Second), contract.ScoreUpdated{Resource: "ledger-full", Items: []contract.ClusterScores{item("c4", score(names[0], 3))}})
+	merged := s.mergedWrites(t)
 	statuses, results := sendTogether(t, s, rewrite, honest)
+	if s.mergedWrites(t) == merged {
+		t.Fatal("the rewrite and the honest update did not share a write")
+	}
 	if statuses[1] != http.StatusOK || results[1].Items[0].Outcome != contract.OutcomeWritten {
 		t.Errorf("honest update coalesced with the overflowing one: %d %+v, want 200 Written", statuses[1], results[1].Items[0])
 	}
