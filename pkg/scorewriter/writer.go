@@ -77,7 +77,9 @@ type Options struct {
 	// created or read since it started (the writer may not list objects).
 	MaxResourcesPerCluster int
 	// CachedObjects bounds the objects remembered between writes (least recently used go first;
-	// a forgotten object costs one read at its next write).
+	// a forgotten object costs one read at its next write). A fleet refreshes every object in
+	// turn, so a bound below its objects makes every write a miss: the default covers 10,000
+	// clusters with 6 resources each (copies are kept without their managedFields).
 	CachedObjects int
 	// Masks, when set, turns scores off: see planMasked.
 	Masks Masks
@@ -86,7 +88,7 @@ type Options struct {
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
 	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
-		MaxResourcesPerCluster: 64, CachedObjects: 16384}
+		MaxResourcesPerCluster: 64, CachedObjects: 65536}
 }
 
 // Validate refuses options that would stall the writer.
@@ -312,7 +314,9 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 	for {
 		// After a failure the object's state is unknown; an expiry with no copy at hand, or an
 		// object that may have to be created over the per-cluster bound, needs the hub's word too.
-		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key)) {
+		// So does one known to exist whose copy was dropped from the cache: reading it costs one
+		// request, where creating it first would cost a refused create and the read.
+		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key) || w.exists(key)) {
 			var err error
 			if cur, err = w.load(ctx, key); err != nil {
 				fail(err)
@@ -330,16 +334,26 @@ func (w *Writer) flush(ctx context.Context, key Key) {
 		}
 		if !p.changed {
 			if len(us) > 0 && cur != nil && !confirmed {
-				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
-				var err error
-				if cur, err = w.load(ctx, key); err != nil {
+				// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub
+				// still has it. At the same resourceVersion the copy stands, with the observation
+				// times this process remembers of updates it did not write.
+				read, err := w.load(ctx, key)
+				if err != nil {
 					fail(err)
 					return
+				}
+				if read != nil && read.ResourceVersion == cur.ResourceVersion {
+					w.objects.Add(key, cur)
+				} else {
+					cur = read
 				}
 				confirmed = true
 				continue
 			}
 			w.forgetBackoff(key)
+			if p.unchanged {
+				w.objects.Add(key, remembered(cur, p))
+			}
 			w.resolve(us, attemptResult{plan: p, rv: resourceVersion(cur)})
 			return
 		}
@@ -492,6 +506,12 @@ func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlace
 // seen records obj as what the hub holds for key: cached, counted against its cluster's bound,
 // and its next expiry noted.
 func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
+	if obj.ManagedFields != nil {
+		// Not needed to write status (the API server keeps them), and most of a copy's size.
+		c := *obj
+		c.ManagedFields = nil
+		obj = &c
+	}
 	w.objects.Add(key, obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -523,6 +543,14 @@ func (w *Writer) gone(key Key) {
 	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
 	w.metrics.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)
 	w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
+}
+
+// exists reports whether key is known to be on the hub (written or read since it last was not).
+func (w *Writer) exists(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.resources[key.Cluster][key.Resource]
+	return ok
 }
 
 // atResourceBound reports whether creating key would exceed its cluster's bound.
