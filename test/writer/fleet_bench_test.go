@@ -148,7 +148,7 @@ func benchFleet(b *testing.B, bin string, n int) {
 
 	// Overload: three refreshes at once, each newer than the last, faster than the hub can
 	// write them.
-	overload(b, w, names, 3, time.Now())
+	overload(b, &w.fleetSender, names, 3, time.Now())
 
 	hwm := w.vm(b, "VmHWM")
 	b.ReportMetric(float64(hwm)/(1<<20), "writer-peak-MiB")
@@ -159,9 +159,16 @@ func benchFleet(b *testing.B, bin string, n int) {
 // checks what a broker relies on: every object holds the values of a refresh at least as new as
 // the newest one acknowledged (2xx) for it (events refused 503 for the pending bound write
 // nothing), and never a value neither this round nor the one before it sent.
-func overload(tb testing.TB, w *writerProcess, names []string, first int, observed time.Time) {
+func overload(tb testing.TB, w *fleetSender, names []string, first int, observed time.Time) {
 	tb.Helper()
-	const rounds = 3
+	overloadRounds(tb, w, names, first, 3, 0, observed)
+}
+
+// overloadRounds sends refreshes first..first+rounds-1, each every seconds after the one before
+// (0: all at once) and observed a second after it, and checks the answers against the hub as
+// overload describes.
+func overloadRounds(tb testing.TB, w *fleetSender, names []string, first, rounds int, every time.Duration, observed time.Time) [][]fleetAnswer {
+	tb.Helper()
 	start := time.Now()
 	answers := make([][]fleetAnswer, rounds)
 	var wg sync.WaitGroup
@@ -171,10 +178,11 @@ func overload(tb testing.TB, w *writerProcess, names []string, first int, observ
 			defer wg.Done()
 			answers[k] = w.refresh(tb, names, first+k, observed.Add(time.Duration(k)*time.Second))
 		}(k)
+		time.Sleep(every)
 	}
 	wg.Wait()
 	for k := range answers {
-		tb.Logf("overload: refresh %d of %d sent at once: %v", k+1, rounds, tally(answers[k]))
+		tb.Logf("overload: refresh %d of %d: %v", k+1, rounds, tally(answers[k]))
 	}
 	tb.Logf("overload: answered in %s", time.Since(start).Round(time.Millisecond))
 
@@ -224,6 +232,7 @@ func overload(tb testing.TB, w *writerProcess, names []string, first int, observ
 	if bad > 0 || total != len(names)*len(fleetResources) {
 		tb.Fatalf("overload: %d of %d objects hold an older value than acknowledged (%d objects expected)", bad, total, len(names)*len(fleetResources))
 	}
+	return answers
 }
 
 // eachFleetObject calls f with every fleet object's scores on the hub: cluster index i, resource
@@ -363,12 +372,17 @@ func writerBinary(tb testing.TB) string {
 	return builtBin
 }
 
+// fleetSender sends a fleet's refreshes to a writer at url.
+type fleetSender struct {
+	url  string
+	http *http.Client
+}
+
 // writerProcess is the score-writer binary running against the hub as deployed.
 type writerProcess struct {
-	url  string
-	p    *proc.Process
-	log  string
-	http *http.Client
+	fleetSender
+	p   *proc.Process
+	log string
 }
 
 func startWriterBinary(tb testing.TB, bin string, env ...string) *writerProcess {
@@ -388,8 +402,8 @@ func startWriterBinary(tb testing.TB, bin string, env ...string) *writerProcess 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := &writerProcess{url: fmt.Sprintf("http://127.0.0.1:%d", port), p: p, log: logPath,
-		http: &http.Client{Timeout: time.Hour, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	w := &writerProcess{fleetSender: fleetSender{url: fmt.Sprintf("http://127.0.0.1:%d", port),
+		http: &http.Client{Timeout: time.Hour, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}, p: p, log: logPath}
 	tb.Cleanup(func() {
 		p.Stop(30 * time.Second)
 		_ = out.Close()
@@ -418,7 +432,7 @@ type fleetAnswer struct {
 
 // refresh sends one score.updated per fleet resource (all clusters, refresh gen's values,
 // observed at observed) at once and waits for the answers, indexed like fleetResources.
-func (w *writerProcess) refresh(tb testing.TB, names []string, gen int, observed time.Time) []fleetAnswer {
+func (w *fleetSender) refresh(tb testing.TB, names []string, gen int, observed time.Time) []fleetAnswer {
 	tb.Helper()
 	out := make([]fleetAnswer, len(fleetResources))
 	var wg sync.WaitGroup
@@ -466,7 +480,7 @@ func tally(as []fleetAnswer) map[string]int {
 
 // post sends one score.updated in binary mode, as a scorer's reply reaches the writer through
 // the broker, and decodes the answer.
-func (w *writerProcess) post(id string, observed time.Time, su contract.ScoreUpdated) (int, *contract.WriteResult, error) {
+func (w *fleetSender) post(id string, observed time.Time, su contract.ScoreUpdated) (int, *contract.WriteResult, error) {
 	body, err := json.Marshal(su)
 	if err != nil {
 		return 0, nil, err
