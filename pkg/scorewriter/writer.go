@@ -1,6 +1,12 @@
 // Package scorewriter writes scores to AddOnPlacementScore objects on the OCM hub: merged by score
 // name, ordered by observation time, coalesced per object, under optimistic concurrency, and
 // answered per cluster item. Handler turns it into a CloudEvents receiver.
+//
+// Write avoidance (makePlan): a newer observation of a value the object holds is not written
+// while the stored validUntil keeps at least half the validity the update would give; it is
+// answered Unchanged once the hub confirms the object, and its observation time is kept on the
+// writer's cached copy (at the hub's resourceVersion), which orders later updates and is written
+// with the object's next change. Other replicas and restarts see only the stored times.
 package scorewriter
 
 import (
