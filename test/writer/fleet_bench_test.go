@@ -51,8 +51,9 @@ var fleetScores = []string{"a", "b"}
 // one score.updated per resource covering every cluster, sent to the real score-writer binary at
 // its deployed settings, each sender waiting for its answer (as the broker's dispatcher does).
 // Steps, each verified on the hub:
-//   - hub-raw: the baseline, a plain client updating the status of 5n existing objects at the
-//     writer's QPS, burst and concurrency, with no writer logic (refresh-raw-s, raw-writes/s);
+//   - hub-raw: the baseline, a plain client updating the status of existing objects at the
+//     writer's QPS, burst and concurrency, with no writer logic (raw-writes/s; refresh-raw-s is
+//     5n objects at that rate);
 //   - first: the writer's first refresh of a fleet it has never written (creates every object);
 //   - changed: a refresh changing every value (changed-s; x-raw is changed-s / refresh-raw-s,
 //     the goal at most 1.2);
@@ -65,7 +66,7 @@ var fleetScores = []string{"a", "b"}
 //
 //	go test ./test/writer -run '^$' -bench 'Fleet/clusters=10000' -benchtime 1x -timeout 3h
 func BenchmarkFleet(b *testing.B) {
-	bin := writerBinary(b)
+	bin := writerBinary(b, b.TempDir())
 	for _, n := range []int{1000, 4000, 10000} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchFleet(b, bin, n) })
 	}
@@ -75,19 +76,21 @@ func benchFleet(b *testing.B, bin string, n int) {
 	ctx := context.Background()
 	start := time.Now()
 	names := fleetClusters(b, n)
-	b.Logf("%d clusters registered and accepted in %s", n, time.Since(start).Round(time.Second))
+	progress(b, "%d clusters registered and accepted in %s", n, time.Since(start).Round(time.Second))
 
-	// Baseline: the same objects' shape (5 resources x n clusters, 2 scores), created untimed by
-	// a fast client, then every status updated once at the deployed rate and concurrency.
+	// Baseline: objects of the same shape (5 resources, 2 scores) on up to 2,000 of the clusters,
+	// created untimed by a fast client, then every status updated once at the deployed rate and
+	// concurrency. Its rate stands for the fleet's: refresh-raw-s is 5n objects at that rate.
 	raw := make([]string, len(fleetResources))
 	for i, r := range fleetResources {
 		raw[i] = "raw-" + r
 	}
 	fast := fastClient(b)
-	objs := make([]*clusterv1alpha1.AddOnPlacementScore, 0, n*len(raw))
+	sample := min(n, 2000)
+	objs := make([]*clusterv1alpha1.AddOnPlacementScore, 0, sample*len(raw))
 	var omu sync.Mutex
 	start = time.Now()
-	parallel(b, 64, n*len(raw), func(i int) error {
+	parallel(b, 64, sample*len(raw), func(i int) error {
 		c, r := names[i/len(raw)], raw[i%len(raw)]
 		api := fast.ClusterV1alpha1().AddOnPlacementScores(c)
 		o, err := api.Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: r, Namespace: c}}, metav1.CreateOptions{})
@@ -101,8 +104,10 @@ func benchFleet(b *testing.B, bin string, n int) {
 		omu.Unlock()
 		return nil
 	})
-	b.Logf("baseline objects created in %s", time.Since(start).Round(time.Second))
+	progress(b, "baseline objects created in %s", time.Since(start).Round(time.Second))
 	limited := deployedClient(b)
+	self := &writerProcess{p: nil}
+	rawCPU := self.cpu(b)
 	start = time.Now()
 	parallel(b, deployedWorkers, len(objs), func(i int) error {
 		o := objs[i].DeepCopy()
@@ -115,10 +120,14 @@ func benchFleet(b *testing.B, bin string, n int) {
 		_, err := limited.ClusterV1alpha1().AddOnPlacementScores(o.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{})
 		return err
 	})
-	rawTime := time.Since(start)
+	rawRate := float64(len(objs)) / time.Since(start).Seconds()
+	rawCPU = self.cpu(b) - rawCPU
+	rawTime := time.Duration(float64(n*len(fleetResources)) / rawRate * float64(time.Second))
+	b.ReportMetric(rawCPU.Seconds()*1000/float64(len(objs)), "raw-cpu-ms/object")
 	b.ReportMetric(rawTime.Seconds(), "refresh-raw-s")
-	b.ReportMetric(float64(len(objs))/rawTime.Seconds(), "raw-writes/s")
-	b.Logf("hub-raw: %d status updates in %s (%.0f/s)", len(objs), rawTime.Round(time.Millisecond), float64(len(objs))/rawTime.Seconds())
+	b.ReportMetric(rawRate, "raw-writes/s")
+	progress(b, "hub-raw: %d status updates at %.0f/s, test process CPU %.1fs: %d objects would take %s",
+		len(objs), rawRate, rawCPU.Seconds(), n*len(fleetResources), rawTime.Round(time.Millisecond))
 
 	w := startWriterBinary(b, bin)
 	type step struct {
@@ -127,15 +136,16 @@ func benchFleet(b *testing.B, bin string, n int) {
 	}
 	var changedTime time.Duration
 	for _, st := range []step{{"first", 1}, {"changed", 2}, {"unchanged", 2}} {
-		before := w.metrics(b)
+		before, cpu := w.metrics(b), w.cpu(b)
 		start := time.Now()
 		outcomes := tally(w.refresh(b, names, st.gen, start))
 		elapsed := time.Since(start)
-		after := w.metrics(b)
+		after, cpu := w.metrics(b), w.cpu(b)-cpu
 		writes := after.sum("scoreflow_writer_api_requests_total", `verb="create"`) + after.sum("scoreflow_writer_api_requests_total", `verb="update_status"`) -
 			before.sum("scoreflow_writer_api_requests_total", `verb="create"`) - before.sum("scoreflow_writer_api_requests_total", `verb="update_status"`)
 		reads := after.sum("scoreflow_writer_api_requests_total", `verb="get"`) - before.sum("scoreflow_writer_api_requests_total", `verb="get"`)
-		b.Logf("%s refresh: %d objects in %s; %.0f API writes, %.0f reads; items %v", st.name, n*len(fleetResources), elapsed.Round(time.Millisecond), writes, reads, outcomes)
+		progress(b, "%s refresh: %d objects in %s; %.0f API writes, %.0f reads; writer CPU %.1fs; items %v", st.name, n*len(fleetResources), elapsed.Round(time.Millisecond), writes, reads, cpu.Seconds(), outcomes)
+		b.ReportMetric(cpu.Seconds()*1000/float64(n*len(fleetResources)), st.name+"-cpu-ms/object")
 		b.ReportMetric(elapsed.Seconds(), st.name+"-s")
 		b.ReportMetric(writes/float64(n*len(fleetResources)), st.name+"-writes/object")
 		b.ReportMetric(reads/float64(n*len(fleetResources)), st.name+"-reads/object")
@@ -145,6 +155,7 @@ func benchFleet(b *testing.B, bin string, n int) {
 		verifyFleet(b, names, st.gen)
 	}
 	b.ReportMetric(changedTime.Seconds()/rawTime.Seconds(), "x-raw")
+	progress(b, "changed refresh / raw: %.2f; writer VmHWM so far %d MiB", changedTime.Seconds()/rawTime.Seconds(), w.vm(b, "VmHWM")>>20)
 
 	// Overload: three refreshes at once, each newer than the last, faster than the hub can
 	// write them.
@@ -152,7 +163,7 @@ func benchFleet(b *testing.B, bin string, n int) {
 
 	hwm := w.vm(b, "VmHWM")
 	b.ReportMetric(float64(hwm)/(1<<20), "writer-peak-MiB")
-	b.Logf("writer VmHWM %d MiB, VmRSS %d MiB", hwm>>20, w.vm(b, "VmRSS")>>20)
+	progress(b, "writer VmHWM %d MiB, VmRSS %d MiB", hwm>>20, w.vm(b, "VmRSS")>>20)
 }
 
 // overload sends refreshes gens first, first+1 and first+2 (observed a second apart) at once and
@@ -182,9 +193,9 @@ func overloadRounds(tb testing.TB, w *fleetSender, names []string, first, rounds
 	}
 	wg.Wait()
 	for k := range answers {
-		tb.Logf("overload: refresh %d of %d: %v", k+1, rounds, tally(answers[k]))
+		progress(tb, "overload: refresh %d of %d: %v", k+1, rounds, tally(answers[k]))
 	}
-	tb.Logf("overload: answered in %s", time.Since(start).Round(time.Millisecond))
+	progress(tb, "overload: answered in %s", time.Since(start).Round(time.Millisecond))
 
 	// acked[r][cluster index]: the newest gen acknowledged for that object (0: none).
 	acked := make([][]int, len(fleetResources))
@@ -267,6 +278,14 @@ func eachFleetObject(tb testing.TB, names []string, f func(i, r int, scores map[
 	}
 }
 
+// progress logs a step's figures as they come (also to stderr: a run of minutes that is stopped
+// keeps what it measured).
+func progress(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().Format(time.TimeOnly), tb.Name(), fmt.Sprintf(format, args...))
+}
+
 // deployedClient is a hub client limited as the deployed writer's.
 func deployedClient(tb testing.TB) clusterclient.Interface {
 	cfg := rest.CopyConfig(hub.Config)
@@ -345,31 +364,16 @@ func verifyFleet(tb testing.TB, names []string, gen int) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// writerBinary builds functions/score-writer once per test process.
-func writerBinary(tb testing.TB) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "scoreflow-writer-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "score-writer")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./functions/score-writer")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the writer: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
+// writerBinary builds functions/score-writer into dir.
+func writerBinary(tb testing.TB, dir string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, "score-writer")
+	cmd := exec.Command("go", "build", "-o", bin, "./functions/score-writer")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building the writer: %v\n%s", err, out)
 	}
-	return builtBin
+	return bin
 }
 
 // fleetSender sends a fleet's refreshes to a writer at url.
@@ -551,6 +555,24 @@ func (m promText) sum(family string, labels ...string) float64 {
 		}
 	}
 	return total
+}
+
+// cpu is the CPU time the writer process has used (user and system).
+func (w *writerProcess) cpu(tb testing.TB) time.Duration {
+	tb.Helper()
+	pid := os.Getpid() // a writerProcess without a process: this one, the baseline's client
+	if w.p != nil {
+		pid = w.p.Pid()
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces), from field 3: utime and stime are 14, 15.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 // vm reads a field of /proc/PID/status (VmHWM, VmRSS) in bytes.
