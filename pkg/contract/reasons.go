@@ -20,6 +20,9 @@ const (
 	ReasonDuplicate Reason = "Duplicate" // this event (source and id) was applied before
 	ReasonStale     Reason = "Stale"     // newer scores (by event time) are already applied
 	ReasonMasked    Reason = "Masked"    // a score mask turns this score off for this cluster: not written, removed if present
+	// ReasonUnchanged: the object already holds these values, valid long enough, so they were not
+	// written again (the writer's write avoidance); newer observation times order later updates.
+	ReasonUnchanged Reason = "Unchanged"
 
 	// Hub problems.
 	ReasonConflict    Reason = "Conflict"    // optimistic-concurrency retries ran out (retriable)

@@ -80,7 +80,11 @@ type decision struct {
 
 // plan is the result of merging updates into an object.
 type plan struct {
+	// changed: the object must be written. A plan whose updates only repeat the values on the
+	// object (see unchanged) is not a change: its ledger then holds their newer observation times,
+	// which the writer remembers with its copy of the object (remembered) instead of writing them.
 	changed   bool
+	unchanged bool
 	ledger    ledger
 	status    clusterv1alpha1.AddOnPlacementScoreStatus
 	decisions []decision
@@ -95,6 +99,13 @@ type plan struct {
 // validUntil has passed is dropped, so that an expired score never rides along with fresh ones,
 // and its removal alone is a change worth writing; the object's validUntil is the earliest of its
 // remaining scores' (nil when none of them expires).
+//
+// Write avoidance: a newer observation of the value the object already holds is no change while
+// the stored validUntil keeps at least half the validity the update would give (unchangedFor). A
+// plan made only of such updates writes nothing: its updates are answered Unchanged, and its
+// ledger carries their observation times so that the writer can remember them (see remembered);
+// any later write of the object records them. Once the stored validUntil would lapse within that
+// half, the update is written again, so that skipping never lets a refreshed score expire.
 func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
 	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
 	next := make(ledger, len(led)+4)
@@ -131,6 +142,7 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	sort.SliceStable(order, func(a, b int) bool { return updates[order[a]].Observed.Before(updates[order[b]].Observed) })
 
 	owner := map[string]int{} // score name -> index of the update whose value stands
+	real := false             // some applied score changes a value, a validity or adds a name
 	dupOnly := make([]bool, len(updates))
 	superseded := make([]bool, len(updates))
 	lapsed := make([]bool, len(updates))
@@ -180,22 +192,31 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 			if j, ok := owner[s.Name]; ok {
 				superseded[j] = true
 			}
+			prev, known := next[s.Name]
+			if !known || !hasValue(values, s.Name, int32(s.Value)) || !unchangedFor(prev, e, now) {
+				real = true
+			}
 			next[s.Name] = e
 			values[s.Name] = int32(s.Value)
 			owner[s.Name] = i
 		}
 	}
 
+	p.changed = real || len(p.expired) > 0
+	p.unchanged = !p.changed && len(owner) > 0
+	unchanged := make([]bool, len(updates))
 	for _, i := range owner {
-		p.decisions[i].written = true
-		p.changed = true
-	}
-	if len(p.expired) > 0 {
-		p.changed = true
+		if p.changed {
+			p.decisions[i].written = true
+		} else {
+			unchanged[i] = true
+		}
 	}
 	for i, u := range updates {
 		switch {
 		case p.decisions[i].written:
+		case unchanged[i]:
+			p.decisions[i] = decision{reason: contract.ReasonUnchanged, message: "the object already holds these values, valid long enough: not written again"}
 		case lapsed[i]:
 			p.decisions[i] = decision{reason: contract.ReasonStale, message: "validUntil " + u.ValidUntil.UTC().Format(time.RFC3339Nano) + " passed before the hub could be written"}
 		case rejected[i] != "":
@@ -253,6 +274,47 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	})
 	p.status = status
 	return p
+}
+
+// unchangedFor reports whether a newer observation e of the value stored under prev may go
+// unwritten: the validity stays the same kind (both never expire, or both do, the stored one not
+// later than e's), and the stored validUntil keeps at least half the validity e would give from
+// now. A refresh every interval then writes about once per half TTL, and the score never lapses
+// while it is refreshed.
+func unchangedFor(prev, e entry, now time.Time) bool {
+	switch {
+	case e.ValidUntil.IsZero() || prev.ValidUntil.IsZero():
+		return e.ValidUntil.IsZero() && prev.ValidUntil.IsZero()
+	case prev.ValidUntil.After(e.ValidUntil):
+		return false // e shortens the validity: that is a change
+	}
+	return 2*prev.ValidUntil.Sub(now) >= e.ValidUntil.Sub(now)
+}
+
+// remembered is obj with the observation times of a plan that wrote nothing (p.unchanged): the
+// writer's copy of the object, so that it orders later updates by them. Only observation times
+// move; validUntil stays what the hub holds, so expiry and the rule above use the stored one.
+// The copy stands for the hub's object only at obj's resourceVersion: any write or read replaces it.
+func remembered(obj *clusterv1alpha1.AddOnPlacementScore, p plan) *clusterv1alpha1.AddOnPlacementScore {
+	stored, err := readLedger(obj)
+	if err != nil || !p.unchanged {
+		return obj
+	}
+	l := make(ledger, len(stored))
+	for name, e := range stored {
+		if n, ok := p.ledger[name]; ok && n.Observed.After(e.Observed) {
+			e.Observed = n.Observed
+		}
+		l[name] = e
+	}
+	out := obj.DeepCopy()
+	meta.SetStatusCondition(&out.Status.Conditions, metav1.Condition{
+		Type:    ConditionObservations,
+		Status:  metav1.ConditionTrue,
+		Reason:  "ObservationTimes",
+		Message: l.encode(),
+	})
+	return out
 }
 
 // firstExpiry is the earliest validUntil among the ledger's entries; false when none expires.

@@ -246,3 +246,68 @@ func TestConditionMessageIsBounded(t *testing.T) {
 		t.Error("message is not valid UTF-8 after cutting")
 	}
 }
+
+// Write avoidance: a newer observation of the values the object holds writes nothing while the
+// stored validUntil keeps half the validity the update would give; the plan's observation times
+// are remembered on the writer's copy, so an update older than them is Stale, not applied.
+func TestMakePlanUnchangedValuesAreNotWrittenAgain(t *testing.T) {
+	const ttl = 5 * time.Minute
+	at := func(d time.Duration, scores ...contract.Score) *Update {
+		return NewUpdate(Key{"c1", "r"}, scores, t0.Add(d), t0.Add(d+ttl), "src")
+	}
+	base := object(makePlan(nil, []*Update{at(0, sc("a", 1), sc("b", 2))}, t0))
+	base.ResourceVersion = "7"
+
+	now := t0.Add(time.Minute)
+	p := makePlan(base, []*Update{at(time.Minute, sc("a", 1), sc("b", 2))}, now)
+	if p.changed || !p.unchanged || p.decisions[0].written || p.decisions[0].reason != contract.ReasonUnchanged {
+		t.Fatalf("same values a minute later: changed=%v unchanged=%v %+v, want Unchanged and no write", p.changed, p.unchanged, p.decisions[0])
+	}
+	mem := remembered(base, p)
+	led, err := readLedger(mem)
+	if err != nil || !led["a"].Observed.Equal(t0.Add(time.Minute)) || !led["a"].ValidUntil.Equal(t0.Add(ttl)) || mem.ResourceVersion != "7" {
+		t.Fatalf("remembered copy: ledger %v (%v) rv %s, want a observed at +1m, still valid until +5m, rv 7", led, err, mem.ResourceVersion)
+	}
+	if stored, _ := readLedger(base); !stored["a"].Observed.Equal(t0) {
+		t.Fatal("remembered changed the object it was given")
+	}
+
+	// Older than the remembered observation, newer than the stored one: Stale, as if written.
+	p = makePlan(mem, []*Update{at(30*time.Second, sc("a", 9))}, now)
+	if p.changed || p.decisions[0].reason != contract.ReasonStale {
+		t.Errorf("update older than an unchanged one: changed=%v %+v, want Stale", p.changed, p.decisions[0])
+	}
+	// The remembered times are written with the next real change.
+	p = makePlan(mem, []*Update{at(90*time.Second, sc("a", 3))}, now)
+	if led, _ := readLedger(object(p)); !p.changed || !led["b"].Observed.Equal(t0.Add(time.Minute)) || !led["a"].Observed.Equal(t0.Add(90*time.Second)) {
+		t.Errorf("change after an unchanged update: changed=%v ledger %v, want b's remembered time written", p.changed, led)
+	}
+
+	// A changed value and an unchanged one in the same write: both written.
+	p = makePlan(base, []*Update{at(time.Minute, sc("a", 1)), at(time.Minute, sc("b", 5))}, now)
+	if !p.changed || !p.decisions[0].written || !p.decisions[1].written {
+		t.Errorf("changed and unchanged together: %+v", p.decisions)
+	}
+	// Once the stored validUntil would lapse within half the TTL the update gives, it is written.
+	p = makePlan(base, []*Update{at(3*time.Minute, sc("a", 1), sc("b", 2))}, t0.Add(3*time.Minute))
+	if vu := object(p).Status.ValidUntil; !p.changed || !p.decisions[0].written || vu == nil || !vu.Time.Equal(t0.Add(8*time.Minute)) {
+		t.Errorf("same values with 2 of 5 minutes left: changed=%v %+v validUntil %v, want written until +8m", p.changed, p.decisions[0], vu)
+	}
+	// A different kind of validity is a change: never expiring, or a shorter validUntil.
+	never := at(time.Minute, sc("a", 1), sc("b", 2))
+	never.ValidUntil = time.Time{}
+	shorter := at(time.Minute, sc("a", 1), sc("b", 2))
+	shorter.ValidUntil = t0.Add(4 * time.Minute)
+	for name, u := range map[string]*Update{"never expires": never, "shorter": shorter} {
+		if p := makePlan(base, []*Update{u}, now); !p.changed || !p.decisions[0].written {
+			t.Errorf("%s: changed=%v %+v, want written", name, p.changed, p.decisions[0])
+		}
+	}
+	// Scores that never expire, unchanged: never written again.
+	forever := object(makePlan(nil, []*Update{never}, now))
+	again := at(time.Hour, sc("a", 1), sc("b", 2))
+	again.ValidUntil = time.Time{}
+	if p := makePlan(forever, []*Update{again}, t0.Add(time.Hour)); p.changed || p.decisions[0].reason != contract.ReasonUnchanged {
+		t.Errorf("never-expiring, unchanged an hour later: changed=%v %+v", p.changed, p.decisions[0])
+	}
+}

@@ -1,6 +1,12 @@
 // Package scorewriter writes scores to AddOnPlacementScore objects on the OCM hub: merged by score
 // name, ordered by observation time, coalesced per object, under optimistic concurrency, and
 // answered per cluster item. Handler turns it into a CloudEvents receiver.
+//
+// Write avoidance (makePlan): a newer observation of a value the object holds is not written
+// while the stored validUntil keeps at least half the validity the update would give; it is
+// answered Unchanged once the hub confirms the object, and its observation time is kept on the
+// writer's cached copy (at the hub's resourceVersion), which orders later updates and is written
+// with the object's next change. Other replicas and restarts see only the stored times.
 package scorewriter
 
 import (
@@ -83,7 +89,9 @@ type Options struct {
 	// created or read since it started (the writer may not list objects).
 	MaxResourcesPerCluster int
 	// CachedObjects bounds the objects remembered between writes (least recently used go first;
-	// a forgotten object costs one read at its next write).
+	// a forgotten object costs one read at its next write). A fleet refreshes every object in
+	// turn, so a bound below its objects makes every write a miss: the default covers 10,000
+	// clusters with 6 resources each (copies are kept without their managedFields).
 	CachedObjects int
 	// Masks, when set, turns scores off: see planMasked.
 	Masks Masks
@@ -92,7 +100,7 @@ type Options struct {
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
 	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
-		MaxResourcesPerCluster: 64, CachedObjects: 16384}
+		MaxResourcesPerCluster: 64, CachedObjects: 65536}
 }
 
 // Validate refuses options that would stall the writer.
@@ -369,7 +377,9 @@ func (w *Writer) flushUpdates(ctx context.Context, key Key, us []*Update) {
 	for {
 		// After a failure the object's state is unknown; an expiry with no copy at hand, or an
 		// object that may have to be created over the per-cluster bound, needs the hub's word too.
-		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key)) {
+		// So does one known to exist whose copy was dropped from the cache: reading it costs one
+		// request, where creating it first would cost a refused create and the read.
+		if !confirmed && cur == nil && (retrying || len(us) == 0 || w.atResourceBound(key) || w.exists(key)) {
 			var err error
 			if cur, err = w.load(ctx, key); err != nil {
 				fail(err)
@@ -387,16 +397,26 @@ func (w *Writer) flushUpdates(ctx context.Context, key Key, us []*Update) {
 		}
 		if !p.changed {
 			if len(us) > 0 && cur != nil && !confirmed {
-				// Duplicate or Stale would be answered from a copy: make sure the hub still has it.
-				var err error
-				if cur, err = w.load(ctx, key); err != nil {
+				// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub
+				// still has it. At the same resourceVersion the copy stands, with the observation
+				// times this process remembers of updates it did not write.
+				read, err := w.load(ctx, key)
+				if err != nil {
 					fail(err)
 					return
+				}
+				if read != nil && read.ResourceVersion == cur.ResourceVersion {
+					w.objects.Add(key, cur)
+				} else {
+					cur = read
 				}
 				confirmed = true
 				continue
 			}
 			w.forgetBackoff(key)
+			if p.unchanged {
+				w.objects.Add(key, remembered(cur, p))
+			}
 			w.resolve(us, attemptResult{plan: p, rv: resourceVersion(cur)})
 			return
 		}
@@ -549,6 +569,12 @@ func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlace
 // seen records obj as what the hub holds for key: cached, counted against its cluster's bound,
 // and its next expiry noted.
 func (w *Writer) seen(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
+	if obj.ManagedFields != nil {
+		// Not needed to write status (the API server keeps them), and most of a copy's size.
+		c := *obj
+		c.ManagedFields = nil
+		obj = &c
+	}
 	w.objects.Add(key, obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -580,6 +606,14 @@ func (w *Writer) gone(key Key) {
 	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
 	w.metrics.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)
 	w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
+}
+
+// exists reports whether key is known to be on the hub (written or read since it last was not).
+func (w *Writer) exists(key Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.resources[key.Cluster][key.Resource]
+	return ok
 }
 
 // atResourceBound reports whether creating key would exceed its cluster's bound.
