@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -357,8 +358,14 @@ func (cfg Config) explain(ctx context.Context, _ *mcp.CallToolRequest, in Placem
 			key := sc.AddOn.ResourceName + "/" + sc.AddOn.ScoreName
 			// As the placement controller does: a missing object or score, or an expired one,
 			// counts as 0.
+			// Any other error (Forbidden, unavailable) fails the explanation rather than
+			// silently explaining a score of 0.
 			v := 0.0
-			if a, err := cfg.Cluster.ClusterV1alpha1().AddOnPlacementScores(mc.Name).Get(ctx, sc.AddOn.ResourceName, metav1.GetOptions{}); err == nil {
+			a, err := cfg.Cluster.ClusterV1alpha1().AddOnPlacementScores(mc.Name).Get(ctx, sc.AddOn.ResourceName, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, out, err
+			}
+			if err == nil {
 				if a.Status.ValidUntil == nil || !a.Status.ValidUntil.Time.Before(cfg.Now()) {
 					for _, s := range a.Status.Scores {
 						if s.Name == sc.AddOn.ScoreName {
