@@ -409,3 +409,37 @@ func TestCyclesFindChains(t *testing.T) {
 		t.Fatalf("plan %v worth %v (feasible %v)", cl, got, ok)
 	}
 }
+
+// TestSolveIsDeterministic: the same instance and node budget give the same plan and node count
+// every time (no map iteration order leaks into the search).
+func TestSolveIsDeterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for k := 0; k < 6; k++ {
+		pr := bench(r, 8+k, 4, 30+5*k)
+		// Demands of 1 to 4 slices, so the ejection chains run over several demand classes.
+		for w := range pr.Workloads {
+			pr.Workloads[w].Demand = int64(1 + (w*7+k)%4)
+		}
+		deterministic(t, pr)
+	}
+}
+
+func deterministic(t *testing.T, pr Problem) {
+	t.Helper()
+	var first *Solution
+	for i := 0; i < 6; i++ {
+		s, err := Solve(context.Background(), pr, Options{MaxNodes: 15})
+		if errors.Is(err, ErrInfeasible) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = s
+			continue
+		}
+		if fmt.Sprint(s.Policy, s.Cluster, s.Objective, s.Bound, s.Nodes) != fmt.Sprint(first.Policy, first.Cluster, first.Objective, first.Bound, first.Nodes) {
+			t.Fatalf("run %d: objective %v bound %v nodes %d, first run %v %v %d", i, s.Objective, s.Bound, s.Nodes, first.Objective, first.Bound, first.Nodes)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package optimize
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -197,10 +198,15 @@ func (m *model) exchange(pol, cl []int, v float64) float64 {
 // (edge c→room when c has room for d, room→c always). It updates cl and used and returns the new
 // objective.
 func (m *model) cycles(pol, cl []int, used []int64, v float64) float64 {
-	demands := map[int64]bool{}
+	// The distinct demands, in order: the chains found (and so the plan) do not depend on map
+	// iteration order.
+	var demands []int64
 	for w := range cl {
-		demands[m.demand[w]] = true
+		if !slices.Contains(demands, m.demand[w]) {
+			demands = append(demands, m.demand[w])
+		}
 	}
+	slices.Sort(demands)
 	nn := m.nc + 1 // node m.nc is the room node
 	gain := make([]float64, nn*nn)
 	who := make([]int, nn*nn)
@@ -208,7 +214,7 @@ func (m *model) cycles(pol, cl []int, used []int64, v float64) float64 {
 	pred := make([]int, nn)
 	for rounds := 0; rounds < 10*m.nw; rounds++ {
 		improved := false
-		for d := range demands {
+		for _, d := range demands {
 			// gain[a*nn+b]: the best score gained by moving a demand-d workload from a to b.
 			for i := range gain {
 				gain[i], who[i] = math.Inf(-1), -1
