@@ -21,6 +21,7 @@ func main() {
 	fn := function.New("mcp-server", "Model Context Protocol tools over streamable HTTP at /mcp: scores, Placement explanations, optimisation")
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config); read access is enough")
 	optimizerURL := fn.Flags.String("optimizer-url", "http://optimizer.scoreflow.svc.cluster.local", "base URL of the optimizer function (POST /optimize, /reset)")
+	optimizerToken := fn.Flags.String("optimizer-token-file", "", "bearer token presented to the optimizer, for an optimizer that verifies callers (a projected ServiceAccount token with its audience; re-read on every call)")
 	readToken := fn.Flags.String("read-token-file", "", "file holding a static bearer token that may read (a mounted Secret; re-read on every request)")
 	optimizeToken := fn.Flags.String("optimize-token-file", "", "file holding a static bearer token that may also optimise and reset")
 	readSubjects := fn.Flags.String("read-subjects", "", "comma-separated identities whose cluster-issued tokens may read: system:serviceaccount:<ns>:<name> or a prefix ending in *")
@@ -52,7 +53,7 @@ func main() {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: cc, OptimizerURL: *optimizerURL, ReadTokenFile: *readToken, OptimizeTokenFile: *optimizeToken,
+		mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: cc, OptimizerURL: *optimizerURL, OptimizerTokenFile: *optimizerToken, ReadTokenFile: *readToken, OptimizeTokenFile: *optimizeToken,
 			Tokens: tokens, ReadSubjects: reads, OptimizeSubjects: optimizes, Log: fn.Log}))
 		return fn.ServeHTTP(ctx, fn.Mux(mux))
 	})

@@ -55,6 +55,7 @@ func main() {
 			go mk.Run(ctx, *markEvery)
 		}
 		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
-		return fn.ServeHTTP(ctx, h.Mux(fn.Handler(h.Handle, h.FailureReply)))
+		ce := fn.Handler(h.Handle, h.FailureReply)
+		return fn.ServeHTTP(ctx, h.ProtectedMux(ce, fn.Protect))
 	})
 }

@@ -371,6 +371,11 @@ func (f *Function) RequireAuth(a *Authenticator) {
 	f.authn = a
 }
 
+// Protect puts the authenticator, if any, in front of an extra route a function serves beside /
+// (a JSON API that changes what / changes must not be open where / is not). Call it after Handler,
+// so refusals are the function's failure replies.
+func (f *Function) Protect(app http.Handler) http.Handler { return f.protect(app) }
+
 // protect puts the authenticator, if any, in front of app.
 func (f *Function) protect(app http.Handler) http.Handler {
 	if f.authn == nil {

@@ -44,7 +44,11 @@ type Config struct {
 	Cluster clusterclient.Interface
 	// OptimizerURL is the optimizer function's base URL (POST /optimize, /reset).
 	OptimizerURL string
-	HTTP         *http.Client
+	// OptimizerTokenFile holds a bearer token the server presents to the optimizer (a projected
+	// ServiceAccount token with the optimizer's audience, where the optimizer verifies callers);
+	// re-read on every call, as the kubelet rotates it in place. Empty: none.
+	OptimizerTokenFile string
+	HTTP               *http.Client
 	// ReadTokenFile and OptimizeTokenFile hold the bearer tokens (mounted Secrets), re-read on
 	// every request so a rotated Secret takes effect without a restart. Empty: no such token.
 	ReadTokenFile, OptimizeTokenFile string
@@ -394,6 +398,13 @@ func (cfg Config) post(ctx context.Context, path string, body any, out any) erro
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if cfg.OptimizerTokenFile != "" {
+		tok, err := os.ReadFile(cfg.OptimizerTokenFile)
+		if err != nil {
+			return fmt.Errorf("optimizer token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	resp, err := cfg.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("optimizer unreachable: %w", err)

@@ -95,7 +95,13 @@ func stack(t *testing.T) stackURLs {
 	fn.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	o := &optimizer.Optimizer{Cluster: hub.Cluster, Work: wk, Dynamic: dyn, Opts: optimizer.Options{TimeLimit: 5 * time.Second}}
 	h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
-	opt := httptest.NewServer(h.Mux(fn.Handler(h.Handle, h.FailureReply)))
+	// The optimizer verifies its callers, the JSON API included: only the MCP server's identity.
+	optAuth, err := function.NewAuthenticator(authtest.PodFiles(t, hub, optimizerAudience, authtest.Subject(ns, "mcp-server")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn.RequireAuth(optAuth)
+	opt := httptest.NewServer(h.ProtectedMux(fn.Handler(h.Handle, h.FailureReply), fn.Protect))
 	t.Cleanup(opt.Close)
 
 	dir := t.TempDir()
@@ -113,19 +119,23 @@ func stack(t *testing.T) stackURLs {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: hub.Cluster, OptimizerURL: opt.URL,
-		ReadTokenFile: write("read", readToken), OptimizeTokenFile: write("optimize", adminToken),
+		OptimizerTokenFile: write("optimizer", authtest.Token(t, hub.Kube, ns, "mcp-server", optimizerAudience)),
+		ReadTokenFile:      write("read", readToken), OptimizeTokenFile: write("optimize", adminToken),
 		Tokens: tokens, ReadSubjects: []string{authtest.Subject(ns, "reader")}, OptimizeSubjects: []string{authtest.Subject(ns, "planner")},
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return stackURLs{mcp: srv.URL + "/mcp", hub: hub}
+	return stackURLs{mcp: srv.URL + "/mcp", optimizer: opt.URL, hub: hub}
 }
 
-const mcpAudience = "scoreflow-mcp"
+const (
+	mcpAudience       = "scoreflow-mcp"
+	optimizerAudience = "scoreflow/optimizer"
+)
 
 type stackURLs struct {
-	mcp string
-	hub *localhub.Hub
+	mcp, optimizer string
+	hub            *localhub.Hub
 }
 
 type bearer struct{ token string }
@@ -296,6 +306,26 @@ func TestMCPClusterIssuedTokens(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.status || !strings.Contains(string(body), c.says) {
 			t.Errorf("%s: %d %q, want %d saying %q", c.name, resp.StatusCode, body, c.status, c.says)
+		}
+	}
+
+	// The optimizer's JSON API, which the MCP server calls with its own token, is closed to
+	// everyone else: no token 401, another identity 403.
+	for _, c := range []struct {
+		token  string
+		status int
+	}{{"", 401}, {authtest.Token(t, st.hub.Kube, ns, "planner", optimizerAudience), 403}} {
+		req, _ := http.NewRequest(http.MethodPost, st.optimizer+"/reset", strings.NewReader(`{"namespace":"`+ns+`"}`))
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("POST /reset on the optimizer with token %.10q: %d, want %d", c.token, resp.StatusCode, c.status)
 		}
 	}
 
