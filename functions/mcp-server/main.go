@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -20,12 +21,27 @@ func main() {
 	fn := function.New("mcp-server", "Model Context Protocol tools over streamable HTTP at /mcp: scores, Placement explanations, optimisation")
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config); read access is enough")
 	optimizerURL := fn.Flags.String("optimizer-url", "http://optimizer.scoreflow.svc.cluster.local", "base URL of the optimizer function (POST /optimize, /reset)")
-	readToken := fn.Flags.String("read-token-file", "", "file holding the bearer token that may read (a mounted Secret; re-read on every request)")
-	optimizeToken := fn.Flags.String("optimize-token-file", "", "file holding the bearer token that may also optimise and reset")
+	optimizerToken := fn.Flags.String("optimizer-token-file", "", "bearer token presented to the optimizer, for an optimizer that verifies callers (a projected ServiceAccount token with its audience; re-read on every call)")
+	readToken := fn.Flags.String("read-token-file", "", "file holding a static bearer token that may read (a mounted Secret; re-read on every request)")
+	optimizeToken := fn.Flags.String("optimize-token-file", "", "file holding a static bearer token that may also optimise and reset")
+	readSubjects := fn.Flags.String("read-subjects", "", "comma-separated identities whose cluster-issued tokens may read: system:serviceaccount:<ns>:<name> or a prefix ending in *")
+	optimizeSubjects := fn.Flags.String("optimize-subjects", "", "comma-separated identities whose cluster-issued tokens may also optimise and reset")
+	audience := fn.Flags.String("token-audience", "scoreflow-mcp", "the audience a cluster-issued token must carry (kubectl create token --audience)")
+	discovery := fn.Flags.String("token-discovery-url", function.DefaultDiscoveryURL, "the API server whose OIDC discovery and keys verify cluster-issued tokens")
 
 	fn.Main(func(ctx context.Context) error {
-		if *readToken == "" && *optimizeToken == "" {
-			return errors.New("no token file: set --read-token-file and/or --optimize-token-file; the endpoint is never open")
+		reads, optimizes := list(*readSubjects), list(*optimizeSubjects)
+		if *readToken == "" && *optimizeToken == "" && len(reads)+len(optimizes) == 0 {
+			return errors.New("no caller can be admitted: set --read-subjects/--optimize-subjects and/or --read-token-file/--optimize-token-file; the endpoint is never open")
+		}
+		var tokens *function.Authenticator
+		if len(reads)+len(optimizes) > 0 {
+			var err error
+			tokens, err = function.NewAuthenticator(function.AuthOptions{Audience: *audience, Subjects: append(append([]string(nil), reads...), optimizes...),
+				DiscoveryURL: *discovery, TokenFile: function.DefaultTokenFile, CAFile: function.DefaultCAFile})
+			if err != nil {
+				return err
+			}
 		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 		if err != nil {
@@ -37,7 +53,18 @@ func main() {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: cc, OptimizerURL: *optimizerURL, ReadTokenFile: *readToken, OptimizeTokenFile: *optimizeToken}))
+		mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: cc, OptimizerURL: *optimizerURL, OptimizerTokenFile: *optimizerToken, ReadTokenFile: *readToken, OptimizeTokenFile: *optimizeToken,
+			Tokens: tokens, ReadSubjects: reads, OptimizeSubjects: optimizes, Log: fn.Log}))
 		return fn.ServeHTTP(ctx, fn.Mux(mux))
 	})
+}
+
+func list(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

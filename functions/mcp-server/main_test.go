@@ -12,13 +12,14 @@ func TestMain(m *testing.M) { functest.Main(m, main) }
 
 func TestHelp(t *testing.T) {
 	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--optimizer-url  [env OPTIMIZER_URL]",
-		"--read-token-file  [env READ_TOKEN_FILE]", "--optimize-token-file  [env OPTIMIZE_TOKEN_FILE]")
+		"--read-token-file  [env READ_TOKEN_FILE]", "--optimize-token-file  [env OPTIMIZE_TOKEN_FILE]",
+		"--read-subjects  [env READ_SUBJECTS]", "--optimize-subjects  [env OPTIMIZE_SUBJECTS]", "--token-audience  [env TOKEN_AUDIENCE]")
 }
 
-// Without a token file the server refuses to start: /mcp is never open to anyone.
+// Without a token file or an allowed subject the server refuses to start: /mcp is never open to anyone.
 func TestNoTokenIsFatal(t *testing.T) {
 	out, code := functest.Exec(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--port", "0")
-	if code != 1 || !strings.Contains(out, "no token file") {
+	if code != 1 || !strings.Contains(out, "no caller can be admitted") {
 		t.Errorf("exit %d, output:\n%s", code, out)
 	}
 }

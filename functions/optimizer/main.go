@@ -26,6 +26,8 @@ func main() {
 	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal")
 	claim := fn.Flags.String("compliance-claim", "policy-watcher-claim", "ClusterClaim a workload's cluster must carry before its Placement selects it (empty: no gate)")
 	claimValue := fn.Flags.String("compliance-value", "compliant", "value of --compliance-claim that means the cluster's policies comply")
+	mark := fn.Flags.Bool("mark-compliance", false, "gate workload Placements on a ManagedCluster label this process sets from the root policies' compliance (needs no agent; replaces --compliance-claim)")
+	markEvery := fn.Flags.Duration("mark-interval", 5*time.Second, "how often --mark-compliance re-reads the policies' compliance")
 
 	fn.Main(func(ctx context.Context) error {
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -33,7 +35,7 @@ func main() {
 			return fmt.Errorf("hub config: %w", err)
 		}
 		cfg.UserAgent = "scoreflow-optimizer"
-		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, ComplianceClaim: *claim, ComplianceValue: *claimValue}}
+		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, ComplianceClaim: *claim, ComplianceValue: *claimValue, MarkCompliance: *mark}}
 		for _, n := range strings.Split(*lower, ",") {
 			if n = strings.TrimSpace(n); n != "" {
 				o.Opts.LowerIsBetter = append(o.Opts.LowerIsBetter, n)
@@ -48,7 +50,12 @@ func main() {
 		if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 			return err
 		}
+		if *mark {
+			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Log: fn.Log}
+			go mk.Run(ctx, *markEvery)
+		}
 		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
-		return fn.ServeHTTP(ctx, h.Mux(fn.Handler(h.Handle, h.FailureReply)))
+		ce := fn.Handler(h.Handle, h.FailureReply)
+		return fn.ServeHTTP(ctx, h.ProtectedMux(ce, fn.Protect))
 	})
 }

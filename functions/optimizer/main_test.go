@@ -26,7 +26,8 @@ func TestNoKnativeImport(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--lower-is-better  [env LOWER_IS_BETTER]", "--time-limit  [env TIME_LIMIT]",
-		"--compliance-claim  [env COMPLIANCE_CLAIM]", "--compliance-value  [env COMPLIANCE_VALUE]", "--port  [env PORT]")
+		"--compliance-claim  [env COMPLIANCE_CLAIM]", "--compliance-value  [env COMPLIANCE_VALUE]", "--mark-compliance  [env MARK_COMPLIANCE]",
+		"--mark-interval  [env MARK_INTERVAL]", "--port  [env PORT]")
 }
 
 func TestBadKubeconfigIsFatal(t *testing.T) {

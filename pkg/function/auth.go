@@ -208,11 +208,40 @@ func (a *Authenticator) check(r *http.Request) (string, *refusal) {
 	if !ok {
 		return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "no bearer token", nil}
 	}
-	v, err := a.verifierFor(r.Context())
+	sub, ref := a.subject(r.Context(), raw)
+	if ref != nil {
+		return "", ref
+	}
+	if !a.Allows(sub) {
+		return sub, &refusal{http.StatusForbidden, ReasonNotAllowed, "caller " + clip(sub, 200) + " is not allowed", nil}
+	}
+	return sub, nil
+}
+
+// ErrKeysUnavailable: the cluster's token keys could not be read; the caller may retry.
+var ErrKeysUnavailable = errors.New("cannot read the cluster's token keys")
+
+// Subject verifies raw as a token the cluster issued for the audience (signature, issuer,
+// audience, expiry) and returns its subject; it does not check the allowed subjects, so a server
+// whose callers have different rights matches the subject itself (Allows, MatchSubject). The
+// error wraps ErrKeysUnavailable when the failure is transient.
+func (a *Authenticator) Subject(ctx context.Context, raw string) (string, error) {
+	sub, ref := a.subject(ctx, raw)
+	if ref == nil {
+		return sub, nil
+	}
+	if ref.status == http.StatusServiceUnavailable {
+		return "", fmt.Errorf("%w: %v", ErrKeysUnavailable, ref.cause)
+	}
+	return "", errors.New(ref.message)
+}
+
+func (a *Authenticator) subject(ctx context.Context, raw string) (string, *refusal) {
+	v, err := a.verifierFor(ctx)
 	if err != nil {
 		return "", &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the cluster's token keys", err}
 	}
-	tok, err := v.Verify(r.Context(), raw)
+	tok, err := v.Verify(ctx, raw)
 	if err != nil {
 		var expired *oidc.TokenExpiredError
 		switch {
@@ -226,15 +255,16 @@ func (a *Authenticator) check(r *http.Request) (string, *refusal) {
 			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "token not valid: " + clip(err.Error(), 200), nil}
 		}
 	}
-	if !a.allowed(tok.Subject) {
-		return tok.Subject, &refusal{http.StatusForbidden, ReasonNotAllowed, "caller " + clip(tok.Subject, 200) + " is not allowed", nil}
-	}
 	return tok.Subject, nil
 }
 
-// allowed matches sub exactly or by a prefix ending in "*".
-func (a *Authenticator) allowed(sub string) bool {
-	for _, s := range a.opts.Subjects {
+// Allows reports whether sub is one of the allowed subjects.
+func (a *Authenticator) Allows(sub string) bool { return MatchSubject(a.opts.Subjects, sub) }
+
+// MatchSubject matches sub against patterns exactly or by a prefix ending in "*", as an
+// EventPolicy's from[].sub does.
+func MatchSubject(patterns []string, sub string) bool {
+	for _, s := range patterns {
 		if p, ok := strings.CutSuffix(s, "*"); ok && strings.HasPrefix(sub, p) || s == sub {
 			return true
 		}
@@ -340,6 +370,11 @@ func (f *Function) RequireAuth(a *Authenticator) {
 	}
 	f.authn = a
 }
+
+// Protect puts the authenticator, if any, in front of an extra route a function serves beside /
+// (a JSON API that changes what / changes must not be open where / is not). Call it after Handler,
+// so refusals are the function's failure replies.
+func (f *Function) Protect(app http.Handler) http.Handler { return f.protect(app) }
 
 // protect puts the authenticator, if any, in front of app.
 func (f *Function) protect(app http.Handler) http.Handler {

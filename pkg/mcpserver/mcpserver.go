@@ -1,7 +1,8 @@
 // Package mcpserver is scoreflow's Model Context Protocol server (the official Go SDK, streamable
 // HTTP): an assistant can list and summarise AddOnPlacementScores, have a Placement's decision
 // explained from its scores and weights, run an optimisation and reset a plan. Reading needs the
-// read token; changing the hub (optimise, reset) needs the optimize token. Optimisations are
+// read scope; changing the hub (optimise, reset) needs the optimize scope. Callers present a
+// mounted static token or a token the cluster issued, whose subject decides. Optimisations are
 // delegated to the optimizer function over its JSON API, so only the optimizer writes the hub.
 package mcpserver
 
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -22,10 +24,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
+	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/optimizer"
 )
 
@@ -40,11 +44,22 @@ type Config struct {
 	Cluster clusterclient.Interface
 	// OptimizerURL is the optimizer function's base URL (POST /optimize, /reset).
 	OptimizerURL string
-	HTTP         *http.Client
+	// OptimizerTokenFile holds a bearer token the server presents to the optimizer (a projected
+	// ServiceAccount token with the optimizer's audience, where the optimizer verifies callers);
+	// re-read on every call, as the kubelet rotates it in place. Empty: none.
+	OptimizerTokenFile string
+	HTTP               *http.Client
 	// ReadTokenFile and OptimizeTokenFile hold the bearer tokens (mounted Secrets), re-read on
 	// every request so a rotated Secret takes effect without a restart. Empty: no such token.
 	ReadTokenFile, OptimizeTokenFile string
-	Now                              func() time.Time
+	// Tokens verifies bearer tokens the cluster issued (a ServiceAccount's, from `kubectl create
+	// token --audience`) for the server's audience; nil: none are accepted. Whether a verified
+	// caller may read or also optimise is decided by its subject: OptimizeSubjects may do both,
+	// ReadSubjects only read ("system:serviceaccount:<ns>:<name>", or a prefix ending in "*").
+	Tokens                         *function.Authenticator
+	ReadSubjects, OptimizeSubjects []string
+	Now                            func() time.Time
+	Log                            *slog.Logger
 }
 
 // Handler is /mcp: bearer-token authentication in front of the streamable HTTP transport.
@@ -55,21 +70,96 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
 	s := NewServer(cfg)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	return auth.RequireBearerToken(cfg.verify, &auth.RequireBearerTokenOptions{Scopes: []string{ScopeRead}})(h)
+	// The SDK's middleware hands the caller's scopes to the tools; the caller was verified just
+	// before (authenticate), which answers refusals with their own status and reason.
+	fromContext := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		if ti, ok := ctx.Value(callerKey{}).(*auth.TokenInfo); ok {
+			return ti, nil
+		}
+		return nil, fmt.Errorf("%w: not verified", auth.ErrInvalidToken)
+	}
+	return cfg.authenticate(auth.RequireBearerToken(fromContext, &auth.RequireBearerTokenOptions{Scopes: []string{ScopeRead}})(h))
 }
 
-// verify accepts the optimize token (both scopes) or the read token (read only).
-func (cfg Config) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	exp := cfg.Now().Add(time.Hour) // the tokens do not expire by themselves; rotating the Secret ends them
+type callerKey struct{}
+
+// refused is why a caller is not admitted; its message is answered and logged.
+type refused struct {
+	status  int
+	message string
+}
+
+func (r *refused) Error() string { return r.message }
+
+// authenticate admits callers with a token verify accepts; others get 401 (no or no valid
+// token), 403 (a valid token of an identity not allowed here) or 503 (the cluster's keys cannot be
+// read), with the reason in the body and a log line.
+func (cfg Config) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti, err := cfg.verify(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			var ref *refused
+			if !errors.As(err, &ref) {
+				ref = &refused{http.StatusUnauthorized, err.Error()}
+			}
+			cfg.Log.Warn("caller refused", "status", ref.status, "message", ref.message, "remote", r.RemoteAddr)
+			if ref.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			}
+			http.Error(w, ref.message, ref.status)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, ti)))
+	})
+}
+
+// verify accepts the optimize token (both scopes), the read token (read only), or a token the
+// cluster issued for the server's audience to a subject in OptimizeSubjects (both scopes) or
+// ReadSubjects (read only).
+func (cfg Config) verify(ctx context.Context, header string) (*auth.TokenInfo, error) {
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return nil, &refused{http.StatusUnauthorized, "Unauthenticated: no bearer token"}
+	}
+	exp := cfg.Now().Add(time.Hour) // the mounted tokens do not expire by themselves; rotating the Secret ends them
 	if matches(cfg.OptimizeTokenFile, token) {
 		return &auth.TokenInfo{Scopes: []string{ScopeRead, ScopeOptimize}, Expiration: exp, UserID: "optimize-token"}, nil
 	}
 	if matches(cfg.ReadTokenFile, token) {
 		return &auth.TokenInfo{Scopes: []string{ScopeRead}, Expiration: exp, UserID: "read-token"}, nil
 	}
-	return nil, fmt.Errorf("%w: not a token this server knows", auth.ErrInvalidToken)
+	if cfg.Tokens == nil {
+		return nil, &refused{http.StatusUnauthorized, "Unauthenticated: not a token this server knows"}
+	}
+	sub, err := cfg.Tokens.Subject(ctx, token)
+	switch {
+	case errors.Is(err, function.ErrKeysUnavailable):
+		cfg.Log.Error("verifying a token", "err", err)
+		return nil, &refused{http.StatusServiceUnavailable, "Unavailable: cannot read the cluster's token keys"}
+	case err != nil:
+		return nil, &refused{http.StatusUnauthorized, "Unauthenticated: " + clip(err.Error(), 300)}
+	}
+	// The token's own expiry (go-oidc checked it) bounds the session's.
+	switch {
+	case function.MatchSubject(cfg.OptimizeSubjects, sub):
+		return &auth.TokenInfo{Scopes: []string{ScopeRead, ScopeOptimize}, Expiration: exp, UserID: sub}, nil
+	case function.MatchSubject(cfg.ReadSubjects, sub):
+		return &auth.TokenInfo{Scopes: []string{ScopeRead}, Expiration: exp, UserID: sub}, nil
+	}
+	return nil, &refused{http.StatusForbidden, "NotAllowed: caller " + clip(sub, 200) + " is not allowed to use this server"}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func matches(file, token string) bool {
@@ -92,7 +182,11 @@ func mayOptimize(req *mcp.CallToolRequest) error {
 			}
 		}
 	}
-	return errors.New("refused: this token may read scores but not change the hub; use the optimize token")
+	who := "this caller"
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		who = req.Extra.TokenInfo.UserID
+	}
+	return fmt.Errorf("refused: %s may read scores but not change the hub; optimise and reset need a subject in --optimize-subjects (or the optimize token)", who)
 }
 
 // Inputs of the tools.
@@ -268,8 +362,14 @@ func (cfg Config) explain(ctx context.Context, _ *mcp.CallToolRequest, in Placem
 			key := sc.AddOn.ResourceName + "/" + sc.AddOn.ScoreName
 			// As the placement controller does: a missing object or score, or an expired one,
 			// counts as 0.
+			// Any other error (Forbidden, unavailable) fails the explanation rather than
+			// silently explaining a score of 0.
 			v := 0.0
-			if a, err := cfg.Cluster.ClusterV1alpha1().AddOnPlacementScores(mc.Name).Get(ctx, sc.AddOn.ResourceName, metav1.GetOptions{}); err == nil {
+			a, err := cfg.Cluster.ClusterV1alpha1().AddOnPlacementScores(mc.Name).Get(ctx, sc.AddOn.ResourceName, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, out, err
+			}
+			if err == nil {
 				if a.Status.ValidUntil == nil || !a.Status.ValidUntil.Time.Before(cfg.Now()) {
 					for _, s := range a.Status.Scores {
 						if s.Name == sc.AddOn.ScoreName {
@@ -298,6 +398,13 @@ func (cfg Config) post(ctx context.Context, path string, body any, out any) erro
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if cfg.OptimizerTokenFile != "" {
+		tok, err := os.ReadFile(cfg.OptimizerTokenFile)
+		if err != nil {
+			return fmt.Errorf("optimizer token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	resp, err := cfg.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("optimizer unreachable: %w", err)

@@ -23,6 +23,7 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	workv1alpha1 "open-cluster-management.io/api/work/v1alpha1"
 
+	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/mcpserver"
@@ -40,7 +41,7 @@ const (
 
 // stack is a local hub with the real placement controller, two clusters with scores, a policy
 // per cluster and a workload; the optimizer function in process; and the MCP server in front.
-func stack(t *testing.T) string {
+func stack(t *testing.T) stackURLs {
 	t.Helper()
 	hub, err := localhub.Start()
 	if err != nil {
@@ -94,7 +95,13 @@ func stack(t *testing.T) string {
 	fn.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	o := &optimizer.Optimizer{Cluster: hub.Cluster, Work: wk, Dynamic: dyn, Opts: optimizer.Options{TimeLimit: 5 * time.Second}}
 	h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
-	opt := httptest.NewServer(h.Mux(fn.Handler(h.Handle, h.FailureReply)))
+	// The optimizer verifies its callers, the JSON API included: only the MCP server's identity.
+	optAuth, err := function.NewAuthenticator(authtest.PodFiles(t, hub, optimizerAudience, authtest.Subject(ns, "mcp-server")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn.RequireAuth(optAuth)
+	opt := httptest.NewServer(h.ProtectedMux(fn.Handler(h.Handle, h.FailureReply), fn.Protect))
 	t.Cleanup(opt.Close)
 
 	dir := t.TempDir()
@@ -105,12 +112,30 @@ func stack(t *testing.T) string {
 		}
 		return p
 	}
+	authOpts := authtest.PodFiles(t, hub, mcpAudience, authtest.Subject(ns, "reader"), authtest.Subject(ns, "planner"))
+	tokens, err := function.NewAuthenticator(authOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: hub.Cluster, OptimizerURL: opt.URL,
-		ReadTokenFile: write("read", readToken), OptimizeTokenFile: write("optimize", adminToken)}))
+		OptimizerTokenFile: write("optimizer", authtest.Token(t, hub.Kube, ns, "mcp-server", optimizerAudience)),
+		ReadTokenFile:      write("read", readToken), OptimizeTokenFile: write("optimize", adminToken),
+		Tokens: tokens, ReadSubjects: []string{authtest.Subject(ns, "reader")}, OptimizeSubjects: []string{authtest.Subject(ns, "planner")},
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
+	return stackURLs{mcp: srv.URL + "/mcp", optimizer: opt.URL, hub: hub}
+}
+
+const (
+	mcpAudience       = "scoreflow-mcp"
+	optimizerAudience = "scoreflow/optimizer"
+)
+
+type stackURLs struct {
+	mcp, optimizer string
+	hub            *localhub.Hub
 }
 
 type bearer struct{ token string }
@@ -158,7 +183,7 @@ func text(res *mcp.CallToolResult) string {
 // Placement's decision explained, but is refused optimising; the optimize token runs an
 // optimisation (through the optimizer function, against the hub) and resets its plan.
 func TestMCPEndToEnd(t *testing.T) {
-	url := stack(t)
+	url := stack(t).mcp
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -244,5 +269,111 @@ func TestMCPEndToEnd(t *testing.T) {
 	params.TargetWorkloads[0].Name = "nope"
 	if res := call(t, admin, "optimize", map[string]any{"params": params}, nil); !res.IsError || !strings.Contains(text(res), "UnknownObject") {
 		t.Errorf("optimize of an unknown workload: %v %q", res.IsError, text(res))
+	}
+}
+
+// TestMCPClusterIssuedTokens drives the server with the SDK's client and tokens the real hub
+// issues: without a valid token for the server's audience the connection is refused (401) and an
+// identity in neither list gets 403 naming it; the reader's token reads but is refused optimising,
+// with the reason; the planner's token optimises and resets.
+func TestMCPClusterIssuedTokens(t *testing.T) {
+	st := stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reader := authtest.Token(t, st.hub.Kube, ns, "reader", mcpAudience)
+	planner := authtest.Token(t, st.hub.Kube, ns, "planner", mcpAudience)
+
+	for _, c := range []struct {
+		name, token string
+		status      int
+		says        string
+	}{
+		{"other audience", authtest.Token(t, st.hub.Kube, ns, "planner", "scoreflow/optimizer"), 401, "Unauthenticated"},
+		{"forged", authtest.Forge(t, planner, false), 401, "Unauthenticated"},
+		{"other identity", authtest.Token(t, st.hub.Kube, ns, "intruder", mcpAudience), 403, "NotAllowed: caller system:serviceaccount:mcp:intruder"},
+	} {
+		if cs, err := connect(ctx, st.mcp, c.token); err == nil {
+			cs.Close()
+			t.Errorf("%s: connected", c.name)
+		}
+		req, _ := http.NewRequest(http.MethodPost, st.mcp, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.says) {
+			t.Errorf("%s: %d %q, want %d saying %q", c.name, resp.StatusCode, body, c.status, c.says)
+		}
+	}
+
+	// The optimizer's JSON API, which the MCP server calls with its own token, is closed to
+	// everyone else: no token 401, another identity 403.
+	for _, c := range []struct {
+		token  string
+		status int
+	}{{"", 401}, {authtest.Token(t, st.hub.Kube, ns, "planner", optimizerAudience), 403}} {
+		req, _ := http.NewRequest(http.MethodPost, st.optimizer+"/reset", strings.NewReader(`{"namespace":"`+ns+`"}`))
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("POST /reset on the optimizer with token %.10q: %d, want %d", c.token, resp.StatusCode, c.status)
+		}
+	}
+
+	cs, err := connect(ctx, st.mcp, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var scores mcpserver.ScoresOutput
+	call(t, cs, "list_scores", map[string]any{"resource": scoreName}, &scores)
+	if len(scores.Items) != 2 {
+		t.Errorf("list_scores with the reader's token: %+v", scores)
+	}
+	params := optimizer.Params{Namespace: ns,
+		Clusters: []optimizer.Cluster{
+			{Name: "cluster1", AvailablePolicies: []optimizer.Named{{Name: "mig-3g-cluster1"}}},
+			{Name: "cluster2", AvailablePolicies: []optimizer.Named{{Name: "mig-3g-cluster2"}}},
+		},
+		TargetWorkloads: []optimizer.Named{{Name: "mwrs-app01"}},
+		Preference:      optimizer.Preference{AddonPlacementScore: scoreName}}
+	for _, tool := range []string{"optimize", "reset_plan"} {
+		args := map[string]any{"params": params}
+		if tool == "reset_plan" {
+			args = map[string]any{"namespace": ns}
+		}
+		res := call(t, cs, tool, args, nil)
+		if !res.IsError || !strings.Contains(text(res), "refused: system:serviceaccount:mcp:reader may read scores but not change the hub") {
+			t.Errorf("%s with the reader's token: error %v, %q", tool, res.IsError, text(res))
+		}
+	}
+	if ps, err := st.hub.Cluster.ClusterV1beta1().Placements(ns).List(ctx, metav1.ListOptions{LabelSelector: "optimizer.scoreflow.io/generated=true"}); err != nil || len(ps.Items) != 0 {
+		t.Fatalf("the reader's calls wrote %d Placements (%v)", len(ps.Items), err)
+	}
+
+	pc, err := connect(ctx, st.mcp, planner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var plan optimizer.Plan
+	if res := call(t, pc, "optimize", map[string]any{"params": params}, &plan); res.IsError {
+		t.Fatalf("optimize with the planner's token: %s", text(res))
+	}
+	if plan.Workloads[0].Cluster != "cluster2" {
+		t.Errorf("plan %+v", plan)
+	}
+	var reset optimizer.ResetResult
+	if res := call(t, pc, "reset_plan", map[string]any{"namespace": ns, "plan": plan.ID}, &reset); res.IsError || len(reset.Removed) != 5 {
+		t.Errorf("reset_plan with the planner's token: %s %v", text(res), reset.Removed)
 	}
 }

@@ -346,3 +346,100 @@ func TestSolveBudget(t *testing.T) {
 		t.Errorf("optimum %v outside [%v, %v]", full.Objective, v, s.Bound)
 	}
 }
+
+// TestImproveKeepsPlansFeasible: the local search (policy switches, moves, swaps, ejection chains)
+// returns feasible plans whose reported objective is their own and never below the start, on
+// seeded instances from greedy starts.
+func TestImproveKeepsPlansFeasible(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 3))
+	tried := 0
+	for i := 0; i < 60; i++ {
+		nc := 3 + r.IntN(8)
+		pr := bench(r, nc, 1+r.IntN(5), nc+r.IntN(3*nc))
+		m, err := build(pr)
+		if errors.Is(err, ErrInfeasible) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pol, cl, ok := m.greedy(nil)
+		if !ok {
+			continue
+		}
+		tried++
+		v, _ := m.value(pol, cl)
+		ip, ic, iv := m.improve(pol, cl, v)
+		got, ok := m.value(ip, ic)
+		if !ok || math.Abs(got-iv) > 1e-9 || iv < v {
+			t.Fatalf("instance %d: start %v, improved reports %v, plan is worth %v (feasible %v)", i, v, iv, got, ok)
+		}
+	}
+	if tried < 20 {
+		t.Errorf("only %d instances had a greedy plan", tried)
+	}
+}
+
+// TestCyclesFindChains: three full clusters each hold the workload the next one scores best; no
+// single move fits and every pairwise swap loses, only the three-way rotation gains.
+func TestCyclesFindChains(t *testing.T) {
+	m := &model{nw: 3, nc: 3, sign: 1, demand: []int64{1, 1, 1}, kind: []int{0, 0, 0}}
+	for c := 0; c < 3; c++ {
+		m.policies = append(m.policies, []policy{{supply: 1}})
+	}
+	// Workload w sits on cluster w and scores 10 on cluster w+1, 0 at home, -20 on w+2.
+	m.score = make([][][]float64, 3)
+	for w := 0; w < 3; w++ {
+		m.score[w] = make([][]float64, 3)
+		for c := 0; c < 3; c++ {
+			v := -20.0
+			switch c {
+			case w:
+				v = 0
+			case (w + 1) % 3:
+				v = 10
+			}
+			m.score[w][c] = []float64{v}
+		}
+	}
+	pol, cl := []int{0, 0, 0}, []int{0, 1, 2}
+	if v := m.exchange(pol, cl, 0); v != 30 {
+		t.Fatalf("objective %v after exchange, want 30 (plan %v)", v, cl)
+	}
+	if got, ok := m.value(pol, cl); !ok || got != 30 {
+		t.Fatalf("plan %v worth %v (feasible %v)", cl, got, ok)
+	}
+}
+
+// TestSolveIsDeterministic: the same instance and node budget give the same plan and node count
+// every time (no map iteration order leaks into the search).
+func TestSolveIsDeterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for k := 0; k < 6; k++ {
+		pr := bench(r, 8+k, 4, 30+5*k)
+		// Demands of 1 to 4 slices, so the ejection chains run over several demand classes.
+		for w := range pr.Workloads {
+			pr.Workloads[w].Demand = int64(1 + (w*7+k)%4)
+		}
+		deterministic(t, pr)
+	}
+}
+
+func deterministic(t *testing.T, pr Problem) {
+	t.Helper()
+	var first *Solution
+	for i := 0; i < 6; i++ {
+		s, err := Solve(context.Background(), pr, Options{MaxNodes: 15})
+		if errors.Is(err, ErrInfeasible) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = s
+			continue
+		}
+		if fmt.Sprint(s.Policy, s.Cluster, s.Objective, s.Bound, s.Nodes) != fmt.Sprint(first.Policy, first.Cluster, first.Objective, first.Bound, first.Nodes) {
+			t.Fatalf("run %d: objective %v bound %v nodes %d, first run %v %v %d", i, s.Objective, s.Bound, s.Nodes, first.Objective, first.Bound, first.Nodes)
+		}
+	}
+}

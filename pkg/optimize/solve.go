@@ -1,11 +1,12 @@
 package optimize
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -149,6 +150,7 @@ type search struct {
 	kp     [][]float64 // per cluster and policy, its knapsack's value (-Inf: cannot hold its forced workloads)
 	take   [][]int     // per cluster, the workloads in that knapsack
 	items  []int
+	free   []int
 	dp     []float64
 	keep   [][]bool
 }
@@ -166,7 +168,11 @@ func (s *search) alloc() {
 
 func (s *search) offer(v float64, pol, cl []int) {
 	if v > s.best {
-		pol, cl, v = s.m.improve(pol, cl, v)
+		if ip, ic, iv := s.m.improve(pol, cl, v); iv > v {
+			if check, ok := s.m.value(ip, ic); ok && math.Abs(check-iv) < 1e-6 {
+				pol, cl, v = ip, ic, check
+			}
+		}
 		s.best = v
 		s.bestPol = append([]int(nil), pol...)
 		s.bestCl = append([]int(nil), cl...)
@@ -349,7 +355,7 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 	capacity := m.policies[c][p].supply
 	value := 0.0
 	take := s.items[:0]
-	var free []int
+	free := s.free[:0]
 	for w := 0; w < m.nw; w++ {
 		sc := m.score[w][c][p]
 		if n.forced[w] == int32(c) {
@@ -375,12 +381,13 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 		}
 		free = append(free, w)
 	}
+	s.free = free
 	if capacity < 0 {
 		return 0, nil, false
 	}
 	if len(free) > 0 && capacity > 0 {
 		// Sort free items by demand so a table row is only as wide as needed.
-		sort.Slice(free, func(i, j int) bool { return m.demand[free[i]] < m.demand[free[j]] })
+		slices.SortFunc(free, func(a, b int) int { return cmp.Compare(m.demand[a], m.demand[b]) })
 		capn := int(capacity)
 		if cap(s.dp) < capn+1 {
 			s.dp = make([]float64, capn+1)

@@ -39,7 +39,13 @@ func (o *Optimizer) policyPlacement(plan *Plan, c PlannedCluster) *clusterv1beta
 // cluster, and only once the cluster claims compliance when a claim gate is configured.
 func (o *Optimizer) workloadPlacement(plan *Plan, w PlannedWork) *clusterv1beta1.Placement {
 	pred := onCluster(w.Cluster)
-	if o.Opts.ComplianceClaim != "" {
+	if o.Opts.MarkCompliance {
+		for _, c := range plan.Clusters {
+			if c.Name == w.Cluster {
+				pred.RequiredClusterSelector.LabelSelector = metav1.LabelSelector{MatchLabels: map[string]string{ComplianceLabelPrefix + plan.Namespace: c.Policy}}
+			}
+		}
+	} else if o.Opts.ComplianceClaim != "" {
 		pred.RequiredClusterSelector.ClaimSelector = clusterv1beta1.ClusterClaimSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: o.Opts.ComplianceClaim, Operator: metav1.LabelSelectorOpIn, Values: []string{o.Opts.ComplianceValue},
 		}}}
@@ -60,7 +66,9 @@ func (o *Optimizer) binding(plan *Plan, c PlannedCluster) *unstructured.Unstruct
 		},
 		"subjects": []any{map[string]any{"name": c.Policy, "kind": "Policy", "apiGroup": PolicyResource.Group}},
 	}}
-	b.SetLabels(o.labels(plan.ID))
+	l := o.labels(plan.ID)
+	l[LabelCluster] = c.Name
+	b.SetLabels(l)
 	return b
 }
 

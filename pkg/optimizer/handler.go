@@ -191,9 +191,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // Mux serves CloudEvents on / (through cloudEvents, the function's handler with health and
 // metrics) and the JSON API on /optimize and /reset.
 func (h *Handler) Mux(cloudEvents http.Handler) http.Handler {
+	return h.ProtectedMux(cloudEvents, func(h http.Handler) http.Handler { return h })
+}
+
+// ProtectedMux is Mux with protect (the function's caller authentication) in front of the JSON
+// API too: it changes the hub as the events do.
+func (h *Handler) ProtectedMux(cloudEvents http.Handler, protect func(http.Handler) http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/optimize", h.ServeOptimize)
-	mux.HandleFunc("/reset", h.ServeReset)
+	mux.Handle("/optimize", protect(http.HandlerFunc(h.ServeOptimize)))
+	mux.Handle("/reset", protect(http.HandlerFunc(h.ServeReset)))
 	mux.Handle("/", cloudEvents)
 	return mux
 }

@@ -39,6 +39,12 @@ type Options struct {
 	// claim ComplianceClaim=ComplianceValue (set by a policy watcher once its policies comply).
 	ComplianceClaim string
 	ComplianceValue string
+	// MarkCompliance gates each workload Placement on a label of the hub's ManagedCluster instead:
+	// ComplianceLabelPrefix+<namespace> must name the policy the plan chose for the cluster, which
+	// Marker sets once the governance propagator reports the policy Compliant there. Unlike a
+	// claim it is specific to the plan: a cluster compliant with an earlier plan's policy does not
+	// pass.
+	MarkCompliance bool
 	// Now is the clock (nil: time.Now), for score expiry.
 	Now func() time.Time
 }

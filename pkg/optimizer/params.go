@@ -46,6 +46,11 @@ const (
 const (
 	LabelGenerated = "optimizer.scoreflow.io/generated"
 	LabelPlan      = "optimizer.scoreflow.io/plan"
+	// LabelCluster, on a PlacementBinding, names the cluster its policy is bound to.
+	LabelCluster = "optimizer.scoreflow.io/cluster"
+	// ComplianceLabelPrefix + <namespace>, on a ManagedCluster, names the policy of that namespace
+	// the cluster complies with (set by Marker; selected by the workload Placements).
+	ComplianceLabelPrefix = "compliance.optimizer.scoreflow.io/"
 )
 
 // DefaultDimensionFormat is how score names combine app and device when the request sets none.

@@ -2,6 +2,8 @@ package optimizer_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -143,4 +145,89 @@ func TestPlanWithRealPropagator(t *testing.T) {
 	for _, c := range []string{"worker01", "worker02"} {
 		waitReplicas(t, c, ns, nil)
 	}
+}
+
+// complianceLabel is the Marker's label on a ManagedCluster for namespace ns ("" when absent).
+func complianceLabel(t *testing.T, cluster, ns string) string {
+	t.Helper()
+	mc, err := hub.Cluster.ClusterV1().ManagedClusters().Get(context.Background(), cluster, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc.Labels[optimizer.ComplianceLabelPrefix+ns]
+}
+
+func waitLabel(t *testing.T, cluster, ns, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); complianceLabel(t, cluster, ns) != want; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: compliance label %q, want %q", cluster, complianceLabel(t, cluster, ns), want)
+		}
+	}
+}
+
+// TestComplianceGateWithRealPropagator: with MarkCompliance, nothing but the hub is needed for the
+// gate. The real propagator replicates each chosen policy; the Marker (running as in the optimizer
+// process) labels a cluster only once its replica reports Compliant and the propagator rolls that
+// up into the root policy; each workload Placement decides exactly then, cluster by cluster. A
+// new plan's policies are not compliant yet: the old labels go, and the moved workloads wait for
+// the new replicas' compliance.
+func TestComplianceGateWithRealPropagator(t *testing.T) {
+	pp, err := hub.StartPolicyPropagator(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pp.Stop() })
+	const ns = "gate"
+	demo(t, ns)
+	// A compliance claim would open the old gate; the label gate must not care.
+	claim(t, "worker01", "compliant")
+	claim(t, "worker02", "compliant")
+	t.Cleanup(func() { claim(t, "worker01", ""); claim(t, "worker02", "") })
+	url := serve(t, optimizer.Options{LowerIsBetter: []string{power}, MarkCompliance: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	mk := &optimizer.Marker{Cluster: hub.Cluster, Dynamic: dyn, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	done := make(chan struct{})
+	go func() { mk.Run(ctx, 100*time.Millisecond); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	p1 := optimize(t, url, params(ns, perf))
+	for _, c := range []string{"worker01", "worker02"} {
+		waitReplicas(t, c, ns, []string{ns + ".policy-enable-mig-3g-" + c})
+	}
+	// Replicated but not compliant: the Marker has synced many times, and nothing decides.
+	time.Sleep(2 * time.Second)
+	for _, app := range []string{"app01", "app02"} {
+		if got := decisions(t, ns, app+"-placement"); len(got) != 0 {
+			t.Errorf("%s-placement decided %v before compliance", app, got)
+		}
+	}
+	for _, c := range []string{"worker01", "worker02"} {
+		if l := complianceLabel(t, c, ns); l != "" {
+			t.Errorf("%s labelled %q before compliance", c, l)
+		}
+	}
+	// worker01 complies: only its workload lands.
+	comply(t, "worker01", ns+"."+policyOf(p1, "worker01").Policy)
+	waitLabel(t, "worker01", ns, policyOf(p1, "worker01").Policy)
+	decided(t, ns, "app01-placement", []string{"worker01"}, 30*time.Second)
+	if got := decisions(t, ns, "app02-placement"); len(got) != 0 {
+		t.Errorf("app02-placement decided %v before worker02 complied", got)
+	}
+	comply(t, "worker02", ns+"."+policyOf(p1, "worker02").Policy)
+	decided(t, ns, "app02-placement", []string{"worker02"}, 30*time.Second)
+
+	// The power plan binds the 2g policies: the 3g labels go, and the moved workloads wait.
+	p2 := optimize(t, url, params(ns, power))
+	for _, c := range []string{"worker01", "worker02"} {
+		waitReplicas(t, c, ns, []string{ns + ".policy-enable-mig-2g-" + c})
+		waitLabel(t, c, ns, "")
+	}
+	decided(t, ns, "app01-placement", nil, 30*time.Second)
+	decided(t, ns, "app02-placement", nil, 30*time.Second)
+	for _, c := range []string{"worker01", "worker02"} {
+		comply(t, c, ns+"."+policyOf(p2, c).Policy)
+	}
+	decided(t, ns, "app01-placement", []string{"worker02"}, 30*time.Second)
+	decided(t, ns, "app02-placement", []string{"worker01"}, 30*time.Second)
 }

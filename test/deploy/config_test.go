@@ -378,3 +378,44 @@ func prefixed(names []string) []string {
 	}
 	return out
 }
+
+// TestOptimizerSenseMatchesScorers: the optimizer maximises every score not in its
+// LOWER_IS_BETTER. scoreflow's static-scorer already turns power around (minmax with
+// lowerIsBetter: a high example-powerconsumption-score is low power), so minimising such a score
+// would choose the most power-hungry plan; and a raw score the scorers write unturned must be
+// listed. Every resource the deployed static-scorer writes is checked.
+func TestOptimizerSenseMatchesScorers(t *testing.T) {
+	hub := load(t, setHub)
+	it, ok := manifests.Find(hub.Services, Namespace, "optimizer")
+	if !ok {
+		t.Fatal("optimizer not found")
+	}
+	lower := map[string]bool{}
+	for _, n := range splitList(envValue(it.Object.Spec.Template.Spec.Containers[0], "LOWER_IS_BETTER")) {
+		lower[n] = true
+	}
+	data, err := mountedFile(hub, "static-scorer", "TABLE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := static.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	power := false
+	for _, r := range table.Resources {
+		power = power || r.Value == static.ColumnPower
+		// Written higher-is-better (turned around, or a higher-is-better column): maximise.
+		turned := r.Normalize.LowerIsBetter
+		rawLower := r.Value == static.ColumnPower && !turned
+		switch {
+		case turned && lower[r.Name]:
+			t.Errorf("%s is written turned around (lowerIsBetter) but the optimizer minimises it (LOWER_IS_BETTER)", r.Name)
+		case rawLower && !lower[r.Name]:
+			t.Errorf("%s holds raw power (lower is better) but is not in the optimizer's LOWER_IS_BETTER", r.Name)
+		}
+	}
+	if !power {
+		t.Error("the static-scorer writes no power score: nothing checked")
+	}
+}

@@ -3,6 +3,8 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -57,6 +59,16 @@ func TestOptimizerEndToEndUnderRBAC(t *testing.T) {
 			t.Errorf("the second plan removed %v, want the first's policy Placement and binding", plan.Removed)
 		}
 	}
+	// The compliance marker, as the optimizer account: the seeded root policy reports mig-2g
+	// Compliant on the cluster, so a stale label is replaced by the policy's name.
+	staleLabel(t, h)
+	mk := &optimizer.Marker{Cluster: cc, Dynamic: dynamic.NewForConfigOrDie(cfg), Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	if err := mk.Sync(ctx); err != nil {
+		t.Fatalf("compliance sync as the optimizer account: %v", err)
+	}
+	if mc, err := h.Cluster.ClusterV1().ManagedClusters().Get(ctx, cluster, metav1.GetOptions{}); err != nil || mc.Labels[optimizer.ComplianceLabelPrefix+ns] != "mig-2g" {
+		t.Errorf("after the sync the cluster's labels are %v (%v), want %s=mig-2g", mc.Labels, err, optimizer.ComplianceLabelPrefix+ns)
+	}
 	res, ferr := o.Reset(ctx, &optimizer.ResetRequest{Namespace: ns})
 	if ferr != nil {
 		t.Fatalf("reset as the optimizer account: %v", ferr)
@@ -94,7 +106,17 @@ func TestOptimizerEndToEndUnderRBAC(t *testing.T) {
 		{"write PlacementDecisions", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
 			return cc.ClusterV1beta1().PlacementDecisions(ns).Delete(ctx, "x", metav1.DeleteOptions{})
 		}, false},
-	}, without(neverAllowed, "create a Placement")...))
+	}, without(neverAllowed, "create a Placement", "patch a ManagedCluster")...))
+}
+
+// staleLabel gives the seeded cluster a compliance label naming no policy, so the marker's next
+// sync must patch it.
+func staleLabel(t *testing.T, h *localhub.Hub) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"stale"}}}`, optimizer.ComplianceLabelPrefix+"opt-rbac")
+	if _, err := h.Cluster.ClusterV1().ManagedClusters().Patch(context.Background(), cluster, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOptimizerNeedsEveryGrant runs the optimizer bound to copies of the deployed ClusterRole that
@@ -151,11 +173,19 @@ func TestOptimizerNeedsEveryGrant(t *testing.T) {
 							break
 						}
 					}
+					// Then a compliance sync (which must relabel the cluster), then a reset.
+					var syncErr error
 					if ferr == nil {
+						staleLabel(t, h)
+						mk := &optimizer.Marker{Cluster: cc, Dynamic: dynamic.NewForConfigOrDie(cfg), Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+						syncErr = mk.Sync(ctx)
+					}
+					if ferr == nil && syncErr == nil {
 						_, ferr = o.Reset(ctx, &optimizer.ResetRequest{Namespace: "opt-rbac"})
 					}
-					if ferr == nil || ferr.Reason != contract.ReasonForbidden {
-						t.Errorf("without %s on %s: %v, want Forbidden", verb, res, ferr)
+					forbidden := (ferr != nil && ferr.Reason == contract.ReasonForbidden) || apierrors.IsForbidden(syncErr)
+					if !forbidden {
+						t.Errorf("without %s on %s: %v / sync %v, want Forbidden", verb, res, ferr, syncErr)
 					}
 					// Leave nothing for the next variant to trip over.
 					admin := &optimizer.Optimizer{Cluster: h.Cluster, Work: workclient.NewForConfigOrDie(h.Config), Dynamic: dynamic.NewForConfigOrDie(h.Config)}
@@ -200,8 +230,16 @@ func seed(h *localhub.Hub) error {
 			optimizer.LabelSupplyKind: "gpu", optimizer.LabelSupplyAmount: "3", optimizer.LabelSupplyDevice: "2g"}},
 		"spec": map[string]any{"disabled": false, "policy-templates": []any{}},
 	}}
-	if _, err := admin.Resource(optimizer.PolicyResource).Namespace(ns).Create(ctx, pol, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	created, err := admin.Resource(optimizer.PolicyResource).Namespace(ns).Create(ctx, pol, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
+	}
+	if err == nil {
+		// What the governance propagator rolls up once the cluster's replica complies.
+		_ = unstructured.SetNestedSlice(created.Object, []any{map[string]any{"clustername": cluster, "clusternamespace": cluster, "compliant": "Compliant"}}, "status", "status")
+		if _, err := admin.Resource(optimizer.PolicyResource).Namespace(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
 	}
 	if _, err := workclient.NewForConfigOrDie(h.Config).WorkV1alpha1().ManifestWorkReplicaSets(ns).Create(ctx, &workv1alpha1.ManifestWorkReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "mwrs-app01", Namespace: ns, Labels: map[string]string{
