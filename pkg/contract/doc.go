@@ -5,7 +5,8 @@
 // per evaluation (one score resource, every cluster scored; a result over MaxItems clusters or
 // MaxScoreUpdatedDataBytes is split by NewScoreUpdates into several events, each within both
 // bounds and with the same resource and time, that carry every cluster exactly once, all but
-// the reply sent to the scorer's sink); the score-writer replies with
+// the reply sent to the scorer's sink, the Broker, which deploy/ gives each scorer through a
+// SinkBinding as K_SINK); the score-writer replies with
 // io.scoreflow.score.write.done or io.scoreflow.score.write.failed. Schedules are plain Knative
 // PingSource events (dev.knative.sources.ping) whose data is the scorer's configuration.
 //

@@ -36,8 +36,8 @@ func read(t *testing.T, path string) []*unstructured.Unstructured {
 // function that a Trigger with an audience calls gets, from its patch, exactly that audience and
 // that Trigger's OIDC identity (named as Knative names it), in a configuration the function
 // accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
-// whose failed deliveries reach it; the Broker's EventPolicy admits every source and every replying
-// Trigger of the manifests, and not cloudevents-player.
+// whose failed deliveries reach it; the Broker's EventPolicy admits every source, the latency
+// agents' hub identity and every replying Trigger of the manifests, and not cloudevents-player.
 func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	base := map[string]*unstructured.Unstructured{}
 	for _, o := range read(t, "triggers") {
@@ -123,6 +123,13 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		switch o.GetKind() {
 		case "PingSource", "ApiServerSource", "SinkBinding":
 			senders = append(senders, authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(o.GroupVersionKind(), metav1.ObjectMeta{Name: o.GetName(), Namespace: ns})))
+		}
+	}
+	// The latency agents on managed clusters send as the hub ServiceAccount the addon gives them
+	// (they mint its token with their own hub credentials).
+	for _, o := range read(t, "addon/00-hub-identity.yaml") {
+		if o.GetKind() == "ServiceAccount" {
+			senders = append(senders, authtest.Subject(o.GetNamespace(), o.GetName()))
 		}
 	}
 	admitted := map[string]bool{}
