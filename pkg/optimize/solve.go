@@ -248,6 +248,24 @@ func (s *search) evaluate(n *node) []*node {
 					return nil
 				}
 			}
+			// The Lagrangian heuristic: the relaxation's policies with the workloads assigned
+			// anew, nearly exactly, rather than repaired from the knapsacks' overlaps.
+			if cl, ok := m.assign(s.choice, n); ok {
+				if v, ok := m.value(s.choice, cl); ok {
+					if v <= s.best && v > 2*s.best-bestUB && !n.constrained() {
+						// Close to the incumbent: worth the plan-wide local search.
+						if ip, ic, iv := m.improve(s.choice, cl, v); iv > v {
+							if check, ok := m.value(ip, ic); ok {
+								s.offer(check, ip, ic)
+							}
+						}
+					}
+					s.offer(v, s.choice, cl)
+					if s.prunes(bestUB) {
+						return nil
+					}
+				}
+			}
 		}
 		target := s.best
 		if math.IsInf(target, -1) {
@@ -266,6 +284,15 @@ func (s *search) evaluate(n *node) []*node {
 	}
 	copy(n.lambda, bestLambda)
 	n.bound = math.Min(n.bound, bestUB)
+	if n.depth == 0 && s.bestCl != nil {
+		// Once, at the root: switch policies one at a time, each judged by the whole assignment.
+		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, 2); v > s.best {
+			s.offer(v, pol, cl)
+		}
+		if s.prunes(bestUB) {
+			return nil
+		}
+	}
 	if _, ok := s.relax(n); !ok {
 		return nil
 	}
