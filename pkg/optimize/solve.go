@@ -1,12 +1,10 @@
 package optimize
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"time"
 )
 
@@ -25,6 +23,15 @@ const (
 	rootIterations = 400
 	nodeIterations = 100
 )
+
+// heuristicEvery is how many subgradient steps pass between turning the relaxation into a plan:
+// often at the root, whose plans seed the whole search, less often below.
+func heuristicEvery(depth int) int {
+	if depth == 0 {
+		return 10
+	}
+	return 10
+}
 
 // node is one subproblem: which policies each cluster may still take, which cluster a workload is
 // forced onto (-1: free), and which (workload, cluster) pairs are forbidden.
@@ -200,6 +207,7 @@ func (s *search) evaluate(n *node) []*node {
 			return nil
 		}
 	}
+	before := s.best
 	iters := nodeIterations
 	if n.depth == 0 {
 		iters = rootIterations
@@ -240,7 +248,7 @@ func (s *search) evaluate(n *node) []*node {
 			}
 		}
 		// Try turning this relaxation into a plan now and then: it raises the cutoff early.
-		if it%10 == 0 {
+		if it%heuristicEvery(n.depth) == 0 {
 			if pol, cl, ok := m.repair(&hint{n: n, choice: s.choice, take: s.take}); ok {
 				v, _ := m.value(pol, cl)
 				s.offer(v, pol, cl)
@@ -252,7 +260,7 @@ func (s *search) evaluate(n *node) []*node {
 			// anew, nearly exactly, rather than repaired from the knapsacks' overlaps.
 			if cl, ok := m.assign(s.choice, n); ok {
 				if v, ok := m.value(s.choice, cl); ok {
-					if v <= s.best && v > 2*s.best-bestUB && !n.constrained() {
+					if n.depth == 0 && v <= s.best && v > 2*s.best-bestUB {
 						// Close to the incumbent: worth the plan-wide local search.
 						if ip, ic, iv := m.improve(s.choice, cl, v); iv > v {
 							if check, ok := m.value(ip, ic); ok {
@@ -284,9 +292,14 @@ func (s *search) evaluate(n *node) []*node {
 	}
 	copy(n.lambda, bestLambda)
 	n.bound = math.Min(n.bound, bestUB)
-	if n.depth == 0 && s.bestCl != nil {
-		// Once, at the root: switch policies one at a time, each judged by the whole assignment.
-		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, 2); v > s.best {
+	if s.bestCl != nil && (n.depth == 0 || s.best > before) {
+		// At the root and whenever a node found a better plan: switch policies one at a time,
+		// each judged by the whole assignment.
+		rounds := 1
+		if n.depth == 0 {
+			rounds = 2
+		}
+		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, rounds); v > s.best {
 			s.offer(v, pol, cl)
 		}
 		if s.prunes(bestUB) {
@@ -383,7 +396,8 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 	value := 0.0
 	take := s.items[:0]
 	free := s.free[:0]
-	for w := 0; w < m.nw; w++ {
+	// In order of demand, so a table row is only as wide as needed.
+	for _, w := range m.byDemand {
 		sc := m.score[w][c][p]
 		if n.forced[w] == int32(c) {
 			if math.IsNaN(sc) {
@@ -413,8 +427,6 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 		return 0, nil, false
 	}
 	if len(free) > 0 && capacity > 0 {
-		// Sort free items by demand so a table row is only as wide as needed.
-		slices.SortFunc(free, func(a, b int) int { return cmp.Compare(m.demand[a], m.demand[b]) })
 		capn := int(capacity)
 		if cap(s.dp) < capn+1 {
 			s.dp = make([]float64, capn+1)
