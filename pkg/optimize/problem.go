@@ -104,7 +104,8 @@ type model struct {
 	// twins[w]: the workloads interchangeable with w (same kind, demand and scores everywhere),
 	// w included, in index order. Plans are searched with twins on non-decreasing clusters only.
 	twins [][]int
-	// byDemand: the workloads in order of demand (then index).
+	// byDemand: the workloads in order of demand, then of index downwards (how the knapsacks break
+	// ties; it changes which of several equal relaxed solutions the branching sees).
 	byDemand []int
 	sign     float64
 }
@@ -216,7 +217,7 @@ func build(pr Problem) (*model, error) {
 	for w := range m.byDemand {
 		m.byDemand[w] = w
 	}
-	slices.SortStableFunc(m.byDemand, func(a, b int) int { return cmp.Compare(m.demand[a], m.demand[b]) })
+	slices.SortFunc(m.byDemand, func(a, b int) int { return cmp.Or(cmp.Compare(m.demand[a], m.demand[b]), cmp.Compare(b, a)) })
 	// Quick infeasibility: a kind's total demand beyond what every cluster could supply at most.
 	need := map[int]int64{}
 	for wi := range pr.Workloads {
