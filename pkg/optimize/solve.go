@@ -69,7 +69,7 @@ func Solve(ctx context.Context, pr Problem, opts Options) (*Solution, error) {
 	if opts.TimeLimit > 0 {
 		deadline = time.Now().Add(opts.TimeLimit)
 	}
-	s := &search{m: m, best: math.Inf(-1)}
+	s := &search{m: m, best: math.Inf(-1), deadline: deadline}
 	// No plan scores below every workload's worst option: a bound under that means no plan.
 	for w := range m.score {
 		worst := math.Inf(1)
@@ -149,6 +149,8 @@ type search struct {
 	floor   float64 // the lowest objective any plan can have
 	bestPol []int
 	bestCl  []int
+	// deadline: when set, the policy search stops there too (a round of it is long).
+	deadline time.Time
 
 	// scratch
 	count  []int
@@ -299,7 +301,7 @@ func (s *search) evaluate(n *node) []*node {
 		if n.depth == 0 {
 			rounds = 2
 		}
-		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, rounds); v > s.best {
+		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, rounds, s.deadline); v > s.best {
 			s.offer(v, pol, cl)
 		}
 		if s.prunes(bestUB) {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 )
 
 // assign places every workload with the clusters' policies fixed, honouring n's forced and
@@ -222,13 +223,17 @@ func (n *node) constrained() bool {
 
 // policySearch improves a plan by switching one cluster's policy at a time, judging each switch by
 // the whole assignment re-solved with assign: a switch that looks bad with the workloads where
-// they are may be good once they are rearranged around it. It keeps every improving switch.
-func (m *model) policySearch(pol, cl []int, v float64, rounds int) ([]int, []int, float64) {
+// they are may be good once they are rearranged around it. It keeps every improving switch, and
+// stops early at deadline (when set).
+func (m *model) policySearch(pol, cl []int, v float64, rounds int, deadline time.Time) ([]int, []int, float64) {
 	pol = append([]int(nil), pol...)
 	cl = append([]int(nil), cl...)
 	for r := 0; r < rounds; r++ {
 		better := false
 		for c := 0; c < m.nc; c++ {
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				return pol, cl, v
+			}
 			cur := pol[c]
 			for p := range m.policies[c] {
 				if p == cur {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestAssignPlansAreFeasible: the fixed-policy assignment (the Lagrangian heuristic's core) returns
@@ -76,7 +77,7 @@ func TestAssignPlansAreFeasible(t *testing.T) {
 			}
 		}
 		// The policy search keeps plans feasible and reports their own value.
-		sp, scl, sv := m.policySearch(pol, acl, got, 1)
+		sp, scl, sv := m.policySearch(pol, acl, got, 1, time.Time{})
 		if check, ok := m.value(sp, scl); !ok || math.Abs(check-sv) > 1e-9 || sv < got {
 			t.Fatalf("instance %d: policy search reports %v from %v, plan worth %v (feasible %v)", i, sv, got, check, ok)
 		}
