@@ -20,9 +20,11 @@
 package optimize
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Policy is one configuration a cluster may be given, and what it then supplies.
@@ -102,7 +104,10 @@ type model struct {
 	// twins[w]: the workloads interchangeable with w (same kind, demand and scores everywhere),
 	// w included, in index order. Plans are searched with twins on non-decreasing clusters only.
 	twins [][]int
-	sign  float64
+	// byDemand: the workloads in order of demand, then of index downwards (how the knapsacks break
+	// ties; it changes which of several equal relaxed solutions the branching sees).
+	byDemand []int
+	sign     float64
 }
 
 type policy struct {
@@ -208,6 +213,11 @@ func build(pr Problem) (*model, error) {
 		}
 	}
 	m.findTwins()
+	m.byDemand = make([]int, m.nw)
+	for w := range m.byDemand {
+		m.byDemand[w] = w
+	}
+	slices.SortFunc(m.byDemand, func(a, b int) int { return cmp.Or(cmp.Compare(m.demand[a], m.demand[b]), cmp.Compare(b, a)) })
 	// Quick infeasibility: a kind's total demand beyond what every cluster could supply at most.
 	need := map[int]int64{}
 	for wi := range pr.Workloads {

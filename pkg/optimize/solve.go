@@ -1,12 +1,10 @@
 package optimize
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"time"
 )
 
@@ -25,6 +23,15 @@ const (
 	rootIterations = 400
 	nodeIterations = 100
 )
+
+// heuristicEvery is how many subgradient steps pass between turning the relaxation into a plan:
+// often at the root, whose plans seed the whole search, less often below.
+func heuristicEvery(depth int) int {
+	if depth == 0 {
+		return 10
+	}
+	return 10
+}
 
 // node is one subproblem: which policies each cluster may still take, which cluster a workload is
 // forced onto (-1: free), and which (workload, cluster) pairs are forbidden.
@@ -62,7 +69,7 @@ func Solve(ctx context.Context, pr Problem, opts Options) (*Solution, error) {
 	if opts.TimeLimit > 0 {
 		deadline = time.Now().Add(opts.TimeLimit)
 	}
-	s := &search{m: m, best: math.Inf(-1)}
+	s := &search{m: m, best: math.Inf(-1), deadline: deadline}
 	// No plan scores below every workload's worst option: a bound under that means no plan.
 	for w := range m.score {
 		worst := math.Inf(1)
@@ -142,6 +149,8 @@ type search struct {
 	floor   float64 // the lowest objective any plan can have
 	bestPol []int
 	bestCl  []int
+	// deadline: when set, the policy search stops there too (a round of it is long).
+	deadline time.Time
 
 	// scratch
 	count  []int
@@ -200,6 +209,7 @@ func (s *search) evaluate(n *node) []*node {
 			return nil
 		}
 	}
+	before := s.best
 	iters := nodeIterations
 	if n.depth == 0 {
 		iters = rootIterations
@@ -240,12 +250,30 @@ func (s *search) evaluate(n *node) []*node {
 			}
 		}
 		// Try turning this relaxation into a plan now and then: it raises the cutoff early.
-		if it%10 == 0 {
+		if it%heuristicEvery(n.depth) == 0 {
 			if pol, cl, ok := m.repair(&hint{n: n, choice: s.choice, take: s.take}); ok {
 				v, _ := m.value(pol, cl)
 				s.offer(v, pol, cl)
 				if s.prunes(bestUB) {
 					return nil
+				}
+			}
+			// The Lagrangian heuristic: the relaxation's policies with the workloads assigned
+			// anew, nearly exactly, rather than repaired from the knapsacks' overlaps.
+			if cl, ok := m.assign(s.choice, n); ok {
+				if v, ok := m.value(s.choice, cl); ok {
+					if n.depth == 0 && v <= s.best && v > 2*s.best-bestUB {
+						// Close to the incumbent: worth the plan-wide local search.
+						if ip, ic, iv := m.improve(s.choice, cl, v); iv > v {
+							if check, ok := m.value(ip, ic); ok {
+								s.offer(check, ip, ic)
+							}
+						}
+					}
+					s.offer(v, s.choice, cl)
+					if s.prunes(bestUB) {
+						return nil
+					}
 				}
 			}
 		}
@@ -266,6 +294,20 @@ func (s *search) evaluate(n *node) []*node {
 	}
 	copy(n.lambda, bestLambda)
 	n.bound = math.Min(n.bound, bestUB)
+	if s.bestCl != nil && (n.depth == 0 || s.best > before) {
+		// At the root and whenever a node found a better plan: switch policies one at a time,
+		// each judged by the whole assignment.
+		rounds := 1
+		if n.depth == 0 {
+			rounds = 2
+		}
+		if pol, cl, v := m.policySearch(s.bestPol, s.bestCl, s.best, rounds, s.deadline); v > s.best {
+			s.offer(v, pol, cl)
+		}
+		if s.prunes(bestUB) {
+			return nil
+		}
+	}
 	if _, ok := s.relax(n); !ok {
 		return nil
 	}
@@ -356,7 +398,8 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 	value := 0.0
 	take := s.items[:0]
 	free := s.free[:0]
-	for w := 0; w < m.nw; w++ {
+	// In order of demand, so a table row is only as wide as needed.
+	for _, w := range m.byDemand {
 		sc := m.score[w][c][p]
 		if n.forced[w] == int32(c) {
 			if math.IsNaN(sc) {
@@ -386,8 +429,6 @@ func (s *search) knapsack(n *node, c, p int) (float64, []int, bool) {
 		return 0, nil, false
 	}
 	if len(free) > 0 && capacity > 0 {
-		// Sort free items by demand so a table row is only as wide as needed.
-		slices.SortFunc(free, func(a, b int) int { return cmp.Compare(m.demand[a], m.demand[b]) })
 		capn := int(capacity)
 		if cap(s.dp) < capn+1 {
 			s.dp = make([]float64, capn+1)
