@@ -144,16 +144,15 @@ func (s *Stack) identityEnv(ctx context.Context, f *Function, boundBySink bool) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: the SinkBinding mounted no token at %s: %w", f.Name, filepath.Dir(function.SinkTokenFile), err)
 	}
-	for path, secret := range mounts {
-		local := s.Mounted(f.Name, path)
-		if err := s.Knative.MountSecret(s.runCtx, f.Namespace, secret, local, 30*time.Second); err != nil {
-			return nil, err
-		}
-		if rest, ok := strings.CutPrefix(function.SinkTokenFile, path+"/"); ok {
-			env = append(env, "SINK_TOKEN_FILE="+filepath.Join(local, rest))
-		}
+	// Only the token volume: the Service's other Secret volumes may be optional ones that do not
+	// exist here (the dsf-bridge's scorer tokens), and a local process reads none of them.
+	path := filepath.Dir(function.SinkTokenFile)
+	local := s.Mounted(f.Name, path)
+	if err := s.Knative.MountSecret(s.runCtx, f.Namespace, mounts[path], local, 30*time.Second); err != nil {
+		return nil, err
 	}
-	return env, nil
+	rest, _ := strings.CutPrefix(function.SinkTokenFile, path+"/")
+	return append(env, "SINK_TOKEN_FILE="+filepath.Join(local, rest)), nil
 }
 
 // Mounted is where a file or directory at path in function's container is locally (the Secrets
