@@ -19,7 +19,7 @@ def row(title):
     panels.append({"id": len(panels) + 1, "type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}, "panels": []})
     y += 1
 row("Scores")
-panel("Scores", "scoreflow_score: each score the writer has on the hub, per cluster, AddOnPlacementScore and score name.",
+panel("Scores", "scoreflow_score: each score the writer has on the hub, per cluster, AddOnPlacementScore and score name (up to the writer's --max-score-series per-cluster series; see Score series).",
       [{"expr": f'scoreflow_score{{{C}}}', "legendFormat": "{{cluster}} {{resource}}/{{score}}"}], w=16)
 panel("Scores now", "The latest value of every score, as a table.",
       [{"expr": f'max by (cluster, resource, score) (scoreflow_score{{{C}}})', "instant": True, "format": "table"}], kind="table", w=8, x=16)
@@ -29,10 +29,16 @@ panel("Score age", "Seconds since the writer last wrote new scores into each Add
 panel("Time to expiry", "Seconds until each AddOnPlacementScore's validUntil; a Placement counts an expired score as 0.",
       [{"expr": f'scoreflow_score_valid_until_timestamp_seconds{{{C}}} - time()', "legendFormat": "{{cluster}} {{resource}}"}], unit="s", x=12)
 y += 8
+panel("Oldest score age by resource", "Per AddOnPlacementScore name, seconds since the writer last wrote new scores into its stalest object, over every cluster (whatever --max-score-series); ScoreflowScoresStale fires above 600.",
+      [{"expr": 'time() - scoreflow_score_oldest_updated_timestamp_seconds', "legendFormat": "{{resource}}"}], unit="s")
+panel("Score series", "Per-cluster series the writer exports (scoreflow_score and its freshness gauges, at most --max-score-series), and those it did not set because the bound was reached, per second.",
+      [{"expr": 'sum(scoreflow_writer_score_series)', "legendFormat": "exported"},
+       {"expr": 'sum(rate(scoreflow_writer_score_series_dropped_total[5m]))', "legendFormat": "dropped/s"}], x=12)
+y += 8
 row("Writer")
 panel("Write latency", "From an item's arrival at the score-writer to its scores being on the hub.",
       [{"expr": f'histogram_quantile({q}, sum by (le) (rate(scoreflow_writer_write_latency_seconds_bucket[5m])))', "legendFormat": f"p{int(q*100)}"} for q in (0.5, 0.95, 0.99)], unit="s", w=8)
-panel("Items by outcome", "Cluster items of score.updated events per second: Written, Skipped (Duplicate, Stale) or Failed.",
+panel("Items by outcome", "Cluster items of score.updated events per second: Written, Skipped (Unchanged: the value is already on the hub; Duplicate; Stale) or Failed.",
       [{"expr": 'sum by (outcome) (rate(scoreflow_writer_items_total[5m]))', "legendFormat": "{{outcome}}"}], unit="ops", w=8, x=8)
 panel("Refusals by reason", "Items the writer refused in the last hour, by reason (OutOfRange, UnknownCluster, Masked, ...). Each came back as a write.failed naming its producer.",
       [{"expr": 'sum by (reason) (increase(scoreflow_writer_items_total{outcome="Failed"}[1h]))', "legendFormat": "{{reason}}"}], w=8, x=16)

@@ -32,6 +32,7 @@ func main() {
 	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
 	fn.Flags.IntVar(&opts.MaxResourcesPerCluster, "max-resources-per-cluster", opts.MaxResourcesPerCluster, "AddOnPlacementScores the writer keeps per cluster namespace; creating one more is refused (TooManyResources)")
 	fn.Flags.IntVar(&opts.CachedObjects, "cached-objects", opts.CachedObjects, "AddOnPlacementScores remembered between writes (least recently used are read again when needed)")
+	fn.Flags.IntVar(&opts.MaxScoreSeries, "max-score-series", opts.MaxScoreSeries, "per-cluster series of scoreflow_score and its freshness gauges exported (about half a KiB of memory each); objects beyond get none, counted in scoreflow_writer_score_series_dropped_total, and only the per-resource freshness aggregates cover them")
 	maskFile := fn.Flags.String("masks-file", "", "YAML list of score masks, [{cluster, resource, score}], usually a mounted ConfigMap: a masked score is not written and is removed from its object (empty: none)")
 	maskEvery := fn.Flags.Duration("masks-interval", 2*time.Second, "how often the masks file is checked for a new content")
 

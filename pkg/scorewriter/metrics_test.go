@@ -69,3 +69,79 @@ func seriesCount(c prometheus.Collector) int {
 	}
 	return n
 }
+
+// Beyond MaxScoreSeries an object gets no per-cluster series, whole objects only, and each series
+// not set is counted; the per-resource aggregates still see every object, and a forgotten object
+// gives its series back.
+func TestScoreSeriesBound(t *testing.T) {
+	opts := DefaultOptions()
+	opts.MaxScoreSeries = 9 // two objects of 2 scores + updated + validUntil, not a third
+	w := runWriter(t, fake.NewSimpleClientset(), opts)
+	now := time.Now()
+	for _, c := range []string{"c1", "c2", "c3"} {
+		u := NewUpdate(Key{c, "r"}, []contract.Score{{Name: "a", Value: 1}, {Name: "b", Value: 2}}, now, now.Add(time.Hour), "test")
+		if err := w.Submit(u); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := u.Result(context.Background()); err != nil || r.Outcome != contract.OutcomeWritten {
+			t.Fatalf("write %s: %+v %v", c, r, err)
+		}
+	}
+	if n := seriesCount(w.metrics.score); n != 4 {
+		t.Errorf("%d score series, want 4 (two objects)", n)
+	}
+	if n := seriesCount(w.metrics.updatedAt) + seriesCount(w.metrics.validUntil); n != 4 {
+		t.Errorf("%d freshness series, want 4 (two objects)", n)
+	}
+	if got := counterValue(t, w.metrics.dropped); got != 4 {
+		t.Errorf("%v series dropped, want 4 (the third object's)", got)
+	}
+	agg := collect(t, byResource{w.metrics})
+	if got := agg["scoreflow_score_updated_objects"]; got != 3 {
+		t.Errorf("%v objects in the aggregate, want all 3", got)
+	}
+	if got := agg["scoreflow_score_oldest_updated_timestamp_seconds"]; got < float64(now.Unix()-1) || got > float64(time.Now().Unix()+1) {
+		t.Errorf("oldest update %v, want about %v", got, now.Unix())
+	}
+	w.gone(Key{"c1", "r"})
+	u := NewUpdate(Key{"c3", "r"}, []contract.Score{{Name: "a", Value: 3}, {Name: "b", Value: 4}}, now.Add(time.Second), now.Add(time.Hour), "test")
+	if err := w.Submit(u); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := u.Result(context.Background()); err != nil || r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("second write of c3: %+v %v", r, err)
+	}
+	if got := gaugeValue(t, w.metrics.score.WithLabelValues("c3", "r", "b")); got != 4 {
+		t.Errorf("c3's score b is %v once c1 left room, want 4", got)
+	}
+	if n := seriesCount(w.metrics.score); n != 4 {
+		t.Errorf("%d score series after c1 left and c3 came in, want 4", n)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// collect gathers c's metrics by name (one series per name: tests use one resource).
+func collect(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			out[mf.GetName()] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}

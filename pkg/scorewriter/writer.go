@@ -93,6 +93,11 @@ type Options struct {
 	// turn, so a bound below its objects makes every write a miss: the default covers 10,000
 	// clusters with 6 resources each (copies are kept without their managedFields).
 	CachedObjects int
+	// MaxScoreSeries bounds the per-cluster series of scoreflow_score and its freshness gauges
+	// (each object has one per score, plus when it was updated and when it expires): about half a
+	// KiB of heap each, so 10,000 clusters x 5 resources x 2 scores would hold some 100 MiB. An
+	// object beyond it gets none; the per-resource freshness aggregates cover every object.
+	MaxScoreSeries int
 	// Masks, when set, turns scores off: see planMasked.
 	Masks Masks
 }
@@ -100,7 +105,7 @@ type Options struct {
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
 	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
-		MaxResourcesPerCluster: 64, CachedObjects: 65536}
+		MaxResourcesPerCluster: 64, CachedObjects: 65536, MaxScoreSeries: 10000}
 }
 
 // Validate refuses options that would stall the writer.
@@ -120,6 +125,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("max resources per cluster must be at least 1, not %d", o.MaxResourcesPerCluster)
 	case o.CachedObjects < 1:
 		return fmt.Errorf("cached objects must be at least 1, not %d", o.CachedObjects)
+	case o.MaxScoreSeries < 0:
+		return fmt.Errorf("max score series %d is negative", o.MaxScoreSeries)
 	}
 	return nil
 }
@@ -170,6 +177,9 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	metrics.mu.Lock()
+	metrics.maxSeries = opts.MaxScoreSeries
+	metrics.mu.Unlock()
 	return &Writer{
 		client:    client,
 		opts:      opts,
@@ -532,7 +542,7 @@ func (w *Writer) attempt(ctx context.Context, key Key, cur *clusterv1alpha1.AddO
 		return attemptResult{}, err
 	}
 	w.seen(key, written)
-	w.observeScores(key, cur, written, p)
+	w.observeScores(key, written, p)
 	return attemptResult{plan: p, rv: written.ResourceVersion}, nil
 }
 
@@ -603,9 +613,7 @@ func (w *Writer) gone(key Key) {
 	}
 	delete(w.expiries, key)
 	w.mu.Unlock()
-	w.metrics.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
-	w.metrics.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)
-	w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
+	w.metrics.forget(key)
 }
 
 // exists reports whether key is known to be on the hub (written or read since it last was not).
@@ -671,39 +679,19 @@ func (w *Writer) count(verb string, err error) {
 	w.metrics.apiRequests.WithLabelValues(verb, result).Inc()
 }
 
-// observeScores sets the score series of what was written and deletes those of scores it no
+// observeScores sets the series of what was written and deletes those of scores the object no
 // longer has (expired, or removed by someone else).
-func (w *Writer) observeScores(key Key, before, after *clusterv1alpha1.AddOnPlacementScore, p plan) {
+func (w *Writer) observeScores(key Key, after *clusterv1alpha1.AddOnPlacementScore, p plan) {
 	// Only a write that took new scores refreshes the object: a rewrite that drops expired scores
 	// must not make a silent scorer look fresh.
+	written := false
 	for _, d := range p.decisions {
 		if d.written {
-			w.metrics.updatedAt.WithLabelValues(key.Cluster, key.Resource).Set(float64(w.now().UnixMilli()) / 1000)
+			written = true
 			break
 		}
 	}
-	if vu := after.Status.ValidUntil; vu != nil {
-		w.metrics.validUntil.WithLabelValues(key.Cluster, key.Resource).Set(float64(vu.UnixMilli()) / 1000)
-	} else {
-		w.metrics.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
-	}
-	kept := map[string]bool{}
-	for _, s := range after.Status.Scores {
-		kept[s.Name] = true
-		w.metrics.score.WithLabelValues(key.Cluster, key.Resource, s.Name).Set(float64(s.Value))
-	}
-	if before != nil {
-		for _, s := range before.Status.Scores {
-			if !kept[s.Name] {
-				w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, s.Name)
-			}
-		}
-	}
-	for _, name := range p.expired {
-		if !kept[name] {
-			w.metrics.score.DeleteLabelValues(key.Cluster, key.Resource, name)
-		}
-	}
+	w.metrics.observe(key, written, w.now(), after.Status.ValidUntil, after.Status.Scores)
 }
 
 func (w *Writer) resolve(us []*Update, res attemptResult) {

@@ -1,0 +1,78 @@
+package writer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkFleetMemory compares, in one run, the writer binary's peak resident memory (VmHWM)
+// over the same work under settings that differ only in what bounds its memory: n clusters x 5
+// resources, created first by a writer that is then stopped, so each measured writer starts cold
+// and does refreshes that change every value of objects that exist (verified on the hub): two at
+// 1,000 clusters, one at 10,000 (about 5 minutes each there).
+//   - unbounded: every per-cluster score series, no GOMEMLIMIT (the writer before the series
+//     bound);
+//   - deployed: deploy/score-writer.yaml's MAX_SCORE_SERIES and GOMEMLIMIT;
+//   - deployed-scaled (below 10,000 clusters): the deployed series bound with GOMEMLIMIT scaled
+//     to the fleet (the deployed 410MiB x n/10,000): what the soft limit does once the heap
+//     reaches it, which below 10,000 clusters the deployed one never does.
+//
+// Reported per variant: peak-MiB (VmHWM), heap-MiB (heap in use after the refreshes, from the
+// writer's own go_memstats) and series (per-cluster series exported).
+//
+//	go test ./test/writer -run '^$' -bench 'FleetMemory/clusters=1000$' -benchtime 1x -timeout 1h
+//	go test ./test/writer -run '^$' -bench 'FleetMemory/clusters=10000' -benchtime 1x -timeout 2h
+func BenchmarkFleetMemory(b *testing.B) {
+	bin := writerBinary(b, b.TempDir())
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchFleetMemory(b, bin, n) })
+	}
+}
+
+func benchFleetMemory(b *testing.B, bin string, n int) {
+	names := fleetClusters(b, n)
+	start := time.Now()
+	w := startWriterBinary(b, bin)
+	tally(w.refresh(b, names, 1, start))
+	verifyFleet(b, names, 1)
+	w.p.Stop(30 * time.Second)
+	progress(b, "%d objects created in %s", n*len(fleetResources), time.Since(start).Round(time.Second))
+
+	type variant struct {
+		name string
+		env  []string
+	}
+	variants := []variant{
+		{"unbounded", []string{"MAX_SCORE_SERIES=1000000000", "GOMEMLIMIT=off"}},
+		{"deployed", []string{"MAX_SCORE_SERIES=10000", "GOMEMLIMIT=410MiB"}},
+	}
+	refreshes := 1
+	if n < 10000 {
+		// Below 10,000 clusters the deployed limit is never reached: scaled to the fleet, it is.
+		variants = append(variants, variant{"deployed-scaled", []string{"MAX_SCORE_SERIES=10000", fmt.Sprintf("GOMEMLIMIT=%dMiB", 410*n/10000)}})
+		refreshes = 2
+	}
+	gen := 1
+	for _, v := range variants {
+		w := startWriterBinary(b, bin, v.env...)
+		start := time.Now()
+		for range refreshes {
+			gen++
+			outcomes := tally(w.refresh(b, names, gen, time.Now()))
+			verifyFleet(b, names, gen)
+			if outcomes["Written"] != n*len(fleetResources) {
+				b.Fatalf("%s refresh %d: items %v, want every one Written", v.name, gen, outcomes)
+			}
+		}
+		m := w.metrics(b)
+		hwm, heap, series := w.vm(b, "VmHWM"), m.sum("go_memstats_heap_inuse_bytes"), m.sum("scoreflow_writer_score_series")
+		dropped := m.sum("scoreflow_writer_score_series_dropped_total")
+		w.p.Stop(30 * time.Second)
+		b.ReportMetric(float64(hwm)/(1<<20), v.name+"-peak-MiB")
+		b.ReportMetric(heap/(1<<20), v.name+"-heap-MiB")
+		b.ReportMetric(series, v.name+"-series")
+		progress(b, "%s %v: %d refreshes in %s; VmHWM %d MiB, heap in use %.0f MiB, %.0f series exported, %.0f dropped",
+			v.name, v.env, refreshes, time.Since(start).Round(time.Second), hwm>>20, heap/(1<<20), series, dropped)
+	}
+}
