@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -141,27 +139,8 @@ func TestOptimizerNeedsEveryGrant(t *testing.T) {
 				n++
 				name := fmt.Sprintf("test-optimizer-without-%s-%s", verb, res)
 				t.Run(name, func(t *testing.T) {
-					role := deployed.Object.DeepCopy()
-					role.Name = name
-					// The rule without res, then res with every verb but verb; empty rules dropped.
-					role.Rules[ri].Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == res })
-					if rest := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb }); len(rest) > 0 {
-						role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: rest})
-					}
-					role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 })
-					for _, err := range []error{
-						createIgnoreExists(h.Kube.CoreV1().ServiceAccounts(Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{})),
-						createIgnoreExists(h.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})),
-						createIgnoreExists(h.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-							ObjectMeta: metav1.ObjectMeta{Name: name},
-							RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-							Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: Namespace}},
-						}, metav1.CreateOptions{})),
-					} {
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
+					role := withoutGrant(deployed.Object, name, ri, res, verb)
+					bindToNewAccount(ctx, t, h, role)
 					cfg, _, cc := as(t, h, Namespace, name)
 					o := &optimizer.Optimizer{Cluster: cc, Work: workclient.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg),
 						Opts: optimizer.Options{TimeLimit: 5 * time.Second}}

@@ -552,3 +552,37 @@ func createIgnoreExists[T any](_ T, err error) error {
 	}
 	return err
 }
+
+// withoutGrant is a copy of role named name that lacks one grant: verb on res of rule ri. The
+// rule loses res, res gets the rule's other verbs back in a rule of its own, and rules left empty
+// are dropped, so exactly one (verb, resource) pair is gone.
+func withoutGrant(role *rbacv1.ClusterRole, name string, ri int, res, verb string) *rbacv1.ClusterRole {
+	rule := role.Rules[ri]
+	out := role.DeepCopy()
+	out.Name = name
+	out.Rules[ri].Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == res })
+	if rest := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb }); len(rest) > 0 {
+		out.Rules = append(out.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: rest})
+	}
+	out.Rules = slices.DeleteFunc(out.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 })
+	return out
+}
+
+// bindToNewAccount creates role and a ServiceAccount of the role's name bound to it alone.
+func bindToNewAccount(ctx context.Context, t *testing.T, h *localhub.Hub, role *rbacv1.ClusterRole) {
+	t.Helper()
+	name := role.Name
+	for _, err := range []error{
+		createIgnoreExists(h.Kube.CoreV1().ServiceAccounts(Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{})),
+		createIgnoreExists(h.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})),
+		createIgnoreExists(h.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: Namespace}},
+		}, metav1.CreateOptions{})),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -199,25 +198,8 @@ func pageRoleWithout(t *testing.T, h *localhub.Hub, res, verb string) clustercli
 		t.Fatal("ClusterRole scoreflow-scores-page not found")
 	}
 	name := "test-scores-page-without-" + verb + "-" + res
-	role := deployed.Object.DeepCopy()
-	role.Name = name
-	rule := role.Rules[0]
-	role.Rules[0].Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == res })
-	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res},
-		Verbs: slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })})
-	for _, err := range []error{
-		createIgnoreExists(h.Kube.CoreV1().ServiceAccounts(Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{})),
-		createIgnoreExists(h.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})),
-		createIgnoreExists(h.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: Namespace}},
-		}, metav1.CreateOptions{})),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	role := withoutGrant(deployed.Object, name, 0, res, verb)
+	bindToNewAccount(ctx, t, h, role)
 	_, _, cc := as(t, h, Namespace, name)
 	return cc
 }
