@@ -331,21 +331,7 @@ func TestHealthScorerRBAC(t *testing.T) {
 	s := load(t, setHub)
 	const sa = "health-scorer"
 	want := []rbacv1.PolicyRule{{APIGroups: []string{clusterv1.GroupName}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "list"}}}
-	var roles []string
-	for _, it := range s.ClusterRoleBindings {
-		for _, sub := range it.Object.Subjects {
-			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
-				roles = append(roles, it.Object.RoleRef.Kind+"/"+it.Object.RoleRef.Name)
-			}
-		}
-	}
-	for _, it := range s.RoleBindings {
-		for _, sub := range it.Object.Subjects {
-			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
-				roles = append(roles, "RoleBinding "+it.Object.Name)
-			}
-		}
-	}
+	roles := bindingsOf(s, sa)
 	if len(roles) != 1 || roles[0] != "ClusterRole/scoreflow-health-scorer" {
 		t.Fatalf("%s is bound to %v, want ClusterRole/scoreflow-health-scorer only", sa, roles)
 	}
@@ -585,4 +571,25 @@ func bindToNewAccount(ctx context.Context, t *testing.T, h *localhub.Hub, role *
 			t.Fatal(err)
 		}
 	}
+}
+
+// bindingsOf names what binds ServiceAccount sa of Namespace in s: "ClusterRole/<name>" per
+// ClusterRoleBinding, "RoleBinding <name>" per RoleBinding.
+func bindingsOf(s *manifests.Set, sa string) []string {
+	var roles []string
+	for _, it := range s.ClusterRoleBindings {
+		for _, sub := range it.Object.Subjects {
+			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
+				roles = append(roles, it.Object.RoleRef.Kind+"/"+it.Object.RoleRef.Name)
+			}
+		}
+	}
+	for _, it := range s.RoleBindings {
+		for _, sub := range it.Object.Subjects {
+			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == sa {
+				roles = append(roles, "RoleBinding "+it.Object.Name)
+			}
+		}
+	}
+	return roles
 }

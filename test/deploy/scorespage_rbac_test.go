@@ -56,21 +56,7 @@ func waitReady(p *scorespage.Page, within time.Duration) error {
 func TestScoresPageRBAC(t *testing.T) {
 	h := rbacHub(t)
 	s := load(t, setHub)
-	var roles []string
-	for _, it := range s.ClusterRoleBindings {
-		for _, sub := range it.Object.Subjects {
-			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == pageAccount {
-				roles = append(roles, it.Object.RoleRef.Kind+"/"+it.Object.RoleRef.Name)
-			}
-		}
-	}
-	for _, it := range s.RoleBindings {
-		for _, sub := range it.Object.Subjects {
-			if sub.Kind == rbacv1.ServiceAccountKind && sub.Namespace == Namespace && sub.Name == pageAccount {
-				roles = append(roles, "RoleBinding "+it.Object.Name)
-			}
-		}
-	}
+	roles := bindingsOf(s, pageAccount)
 	if len(roles) != 1 || roles[0] != "ClusterRole/scoreflow-scores-page" {
 		t.Fatalf("%s is bound to %v, want ClusterRole/scoreflow-scores-page only", pageAccount, roles)
 	}
