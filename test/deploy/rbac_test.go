@@ -236,7 +236,20 @@ var (
 		_, err := cc.ClusterV1().ManagedClusters().Get(ctx, cluster, metav1.GetOptions{})
 		return err
 	}, true}
+	getScore = access{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+		_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
+		return err
+	}, true}
 )
+
+// createScore creates an AddOnPlacementScore of this name in the test cluster's namespace.
+func createScore(name string) access {
+	return access{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+		_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
+			&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}, metav1.CreateOptions{})
+		return err
+	}, true}
+}
 
 func with(allowed bool, a access) access { a.allowed = allowed; return a }
 
@@ -247,15 +260,8 @@ func TestScoreWriterRBAC(t *testing.T) {
 	_, kube, cc := as(t, h, Namespace, "score-writer")
 	table := []access{
 		listManagedClusters, watchManagedClusters, getManagedCluster,
-		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
-				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "rbac-create", Namespace: cluster}}, metav1.CreateOptions{})
-			return err
-		}, true},
-		{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
-			return err
-		}, true},
+		createScore("rbac-create"),
+		getScore,
 		// The writer keeps its order ledger in a status condition now, not in the annotation
 		// scoreflow.io/scores: patching the object itself is no longer granted.
 		{"patch an AddOnPlacementScore's annotations", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
@@ -310,15 +316,8 @@ func TestManagedClusterSourceRBAC(t *testing.T) {
 	_, kube, cc := as(t, h, Namespace, sa)
 	table := []access{
 		listManagedClusters, watchManagedClusters, getManagedCluster,
-		{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
-			return err
-		}, false},
-		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
-				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: cluster}}, metav1.CreateOptions{})
-			return err
-		}, false},
+		with(false, getScore),
+		with(false, createScore("src")),
 	}
 	checkAccess(t, kube, cc, append(table, neverAllowed...))
 }
@@ -357,15 +356,8 @@ func TestHealthScorerRBAC(t *testing.T) {
 	})
 	table := []access{
 		listManagedClusters, getManagedCluster, with(false, watchManagedClusters),
-		{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
-			return err
-		}, false},
-		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
-				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "health", Namespace: cluster}}, metav1.CreateOptions{})
-			return err
-		}, false},
+		with(false, getScore),
+		with(false, createScore("health")),
 	}
 	checkAccess(t, kube, cc, append(table, neverAllowed...))
 }
@@ -387,10 +379,7 @@ func TestAccountsWithoutGrantsHaveNoAccess(t *testing.T) {
 			_, kube, cc := as(t, h, sa.Namespace, sa.Name)
 			checkAccess(t, kube, cc, append([]access{
 				with(false, listManagedClusters), with(false, getManagedCluster),
-				{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-					_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
-					return err
-				}, false},
+				with(false, getScore),
 				{"list ConfigMaps in scoreflow", func(ctx context.Context, kube kubernetes.Interface, _ clusterclient.Interface) error {
 					_, err := kube.CoreV1().ConfigMaps(Namespace).List(ctx, metav1.ListOptions{})
 					return err

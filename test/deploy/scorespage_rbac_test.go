@@ -110,15 +110,8 @@ func TestScoresPageRBAC(t *testing.T) {
 
 	table := []access{
 		with(false, listManagedClusters), with(false, getManagedCluster), with(false, watchManagedClusters),
-		{"get an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, "existing", metav1.GetOptions{})
-			return err
-		}, false},
-		{"create an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
-			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx,
-				&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "page", Namespace: cluster}}, metav1.CreateOptions{})
-			return err
-		}, false},
+		with(false, getScore),
+		with(false, createScore("page")),
 		{"patch an AddOnPlacementScore's status", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
 			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Patch(ctx, "existing", types.MergePatchType, []byte(`{"status":{"scores":[]}}`), metav1.PatchOptions{}, "status")
 			return err
