@@ -157,7 +157,7 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 		return k, fmt.Errorf("installing Knative Eventing objects: %w", err)
 	}
 	if tlsOn(opts.Features) {
-		if err := k.setupTLS(ctx, filepath.Join(mod, "config")); err != nil {
+		if err := k.setupTLS(ctx, mod); err != nil {
 			return k, fmt.Errorf("transport encryption: %w", err)
 		}
 	}

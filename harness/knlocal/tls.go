@@ -70,6 +70,15 @@ func serverSecrets(ca *localca.CA, certs []*unstructured.Unstructured) ([]*corev
 	return out, nil
 }
 
+// certificateCRD is cert-manager's Certificate CRD, from the copy of cert-manager the eventing
+// module carries (relative to the module root). With transport encryption on, the eventing
+// controller's IntegrationSink and EventTransform reconcilers watch Certificates (a dynamic
+// informer started from the config-features watcher, knative.dev/eventing
+// pkg/certificates/certificate.go): without the CRD that informer never syncs, the watcher never
+// starts, and the controller exits ("Failed to start configmap watcher"). The CRD alone is enough:
+// nothing here asks cert-manager for a Certificate.
+var certificateCRD = filepath.Join("third_party", "cert-manager", "01-cert-manager.yaml")
+
 // setupTLS does, before Knative starts, what cert-manager with the knative-eventing-ca-issuer
 // ClusterIssuer and trust-manager do on a cluster: a CA, the data plane's server Secrets, and a
 // trust bundle of the CA. It also writes the CA where Knative's processes trust it as a system
@@ -77,7 +86,22 @@ func serverSecrets(ca *localca.CA, certs []*unstructured.Unstructured) ([]*corev
 // with the transport's TLS config, so the CACerts Knative puts into its own TLS dialer
 // (knative.dev/eventing pkg/kncloudevents/http_client.go, DialTLSContext) are not used on hops
 // through the service proxy; on a cluster there is no proxy and they are.
-func (k *Knative) setupTLS(ctx context.Context, config string) error {
+func (k *Knative) setupTLS(ctx context.Context, module string) error {
+	config := filepath.Join(module, "config")
+	cm, err := ReadFiles(filepath.Join(module, certificateCRD))
+	if err != nil {
+		return err
+	}
+	for _, o := range cm {
+		if o.GetKind() == "CustomResourceDefinition" && o.GetName() == "certificates.cert-manager.io" {
+			if err := k.Applier.Apply(ctx, o); err != nil {
+				return err
+			}
+			if err := k.waitEstablished(ctx, []*unstructured.Unstructured{o}); err != nil {
+				return err
+			}
+		}
+	}
 	ca, err := localca.New("scoreflow local knative-eventing-ca-issuer")
 	if err != nil {
 		return err
@@ -99,12 +123,12 @@ func (k *Knative) setupTLS(ctx context.Context, config string) error {
 			return fmt.Errorf("TLS Secret %s: %w", s.Name, err)
 		}
 	}
-	cm := &corev1.ConfigMap{
+	bundle := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: localCATrustBundle, Namespace: SystemNamespace,
 			Labels: map[string]string{"networking.knative.dev/trust-bundle": "true"}},
 		Data: map[string]string{"ca.crt": string(ca.PEM())},
 	}
-	if _, err := k.kube.CoreV1().ConfigMaps(SystemNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := k.kube.CoreV1().ConfigMaps(SystemNamespace).Create(ctx, bundle, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	k.caFile = filepath.Join(k.state, "local-ca.crt")
