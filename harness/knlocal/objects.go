@@ -36,17 +36,19 @@ func (k *Knative) ServeService(ctx context.Context, namespace, name, url string)
 		return err
 	}
 	address := map[string]any{"url": url}
+	var addresses any // none for http, as before (merge patch: null leaves none)
 	if strings.HasPrefix(url, "https://") {
 		if k.CA == nil {
 			return fmt.Errorf("service %s/%s: an https address needs transport encryption on", namespace, name)
 		}
 		address["name"], address["CACerts"] = "https", string(k.CA.PEM())
+		addresses = []any{address}
 	}
 	now := time.Now().UTC().Format(time.RFC3339)
 	status := map[string]any{"status": map[string]any{
 		"url":       url,
 		"address":   address,
-		"addresses": []any{address},
+		"addresses": addresses,
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now,
 			"reason": "LocalProcess", "message": "served by a local process"}},
 	}}
