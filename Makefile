@@ -44,6 +44,10 @@ browser: ## Install Debian's Chromium if missing (the scores page's test drives 
 run-oidc: tools build ## The same with Knative's sender identity on and the oidc/ manifests (scoreflow run --oidc).
 	bin/scoreflow run --oidc
 
+.PHONY: run-tls
+run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (scoreflow run --tls --oidc; a local CA stands in for cert-manager).
+	bin/scoreflow run --tls --oidc
+
 .PHONY: test
 test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -81,6 +81,15 @@ func runningToken() string {
 	return p
 }
 
+// runningCA is the CA certificate `scoreflow run --tls` wrote, or "" when there is none.
+func runningCA() string {
+	p := filepath.Join(stateDir(), "ca.crt")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
 // envOr returns the environment variable's value, or def.
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -27,6 +27,7 @@ func run(args []string) error {
 	lockWait := fs.Duration("lock-wait", 0, "how long to wait for another local Knative (a test, another run) to stop; one runs per machine")
 	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
 	oidc := fs.Bool("oidc", false, "with Knative's sender identity on and the oidc/ manifests: every delivery carries a token its function verifies, the Broker admits only its EventPolicy's senders (scoreflow send gets an admitted identity of its own)")
+	strictTLS := fs.Bool("tls", false, "with Knative's transport encryption strict (a local CA stands in for cert-manager): the broker, its channel, Triggers and every function serve only HTTPS; scoreflow send trusts the CA (ca.crt in the state directory)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")
 		fs.PrintDefaults()
@@ -54,7 +55,7 @@ func run(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
-		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc,
+		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc, TLS: *strictTLS,
 		// The Python example runs only where its replies are admitted: with --oidc no EventPolicy names it.
 		PythonExample: !*oidc,
 		OnEvent: func(e event.Event) {
@@ -69,6 +70,10 @@ func run(args []string) error {
 	if err := os.WriteFile(filepath.Join(*state, brokerFile), []byte(s.BrokerURL+"\n"), 0o644); err != nil {
 		s.Stop()
 		return err
+	}
+	transport := "plain HTTP"
+	if *strictTLS {
+		transport = fmt.Sprintf("strict TLS: https only, certificates of a local CA (%s; scoreflow send trusts it)", s.CAFile())
 	}
 	identity := "off (trusts the network)"
 	if *oidc {
@@ -96,12 +101,13 @@ scoreflow is running (started in %s)
   placement  %s/%s picks the cluster with the highest %s/%s
   logs       %s
   identity   %s
+  transport  %s
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
 The Python example scorer (examples/python-scorer) writes cost/cheap every minute from its PingSource (not with --oidc, where no EventPolicy admits it: oidc/README.md shows how to).
 Ctrl-C stops everything.
 `, time.Since(start).Round(100*time.Millisecond), pageURL(s), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
-		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, devrun.DemoPeriod)
+		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, transport, devrun.DemoPeriod)
 
 	var lastTable, lastDecision string
 	tick := time.NewTicker(time.Second)

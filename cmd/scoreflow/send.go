@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -44,6 +46,7 @@ func send(args []string) error {
 	subject := fs.String("subject", "", "CloudEvent subject")
 	data := fs.String("data", "", "JSON data, @file, or - for standard input")
 	token := fs.String("token-file", envOr("SCOREFLOW_TOKEN_FILE", runningToken()), "bearer token to present, for a broker with sender identity on (env SCOREFLOW_TOKEN_FILE; default: the one `scoreflow run --oidc` issued)")
+	caFile := fs.String("ca-file", envOr("SCOREFLOW_CA_FILE", runningCA()), "PEM CA certificate to trust besides the system's, for an https broker (env SCOREFLOW_CA_FILE; default: the one `scoreflow run --tls` made)")
 	ext := extensions{}
 	fs.Var(ext, "e", "extension name=value (repeatable), e.g. -e scorer=promql-scorer")
 	fs.Usage = func() {
@@ -106,7 +109,11 @@ func send(args []string) error {
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, err := clientTrusting(*caFile)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("is `make run` running? %w", err)
 	}
@@ -130,4 +137,26 @@ func readData(d string) ([]byte, error) {
 		return os.ReadFile(d[1:])
 	}
 	return []byte(d), nil
+}
+
+// clientTrusting is a client that trusts, besides the system roots, the CA certificates in caFile
+// (none: the default client).
+func clientTrusting(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t}, nil
 }

@@ -31,19 +31,21 @@ type Function struct {
 
 	Port int
 	URL  string
-	cmd  *exec.Cmd
-	done chan error
-	log  *os.File
+	// client reaches URL (with transport encryption on, trusting the local CA).
+	client *http.Client
+	cmd    *exec.Cmd
+	done   chan error
+	log    *os.File
 }
 
 // listen chooses the function's local address before it starts, so that its Service can point
-// there while SinkBindings resolve.
-func (f *Function) listen() error {
+// there while SinkBindings resolve: https when client trusts the CA of its certificate.
+func (f *Function) listen(scheme string, client *http.Client) error {
 	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
-	f.Port, f.URL = port, fmt.Sprintf("http://127.0.0.1:%d", port)
+	f.Port, f.URL, f.client = port, fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), client
 	return nil
 }
 
@@ -212,6 +214,9 @@ func (f *Function) start(ctx context.Context, injected []string, logDir string, 
 
 func (f *Function) waitReady(ctx context.Context, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
+	if f.client != nil {
+		client.Transport = f.client.Transport
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		select {

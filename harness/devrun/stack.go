@@ -5,15 +5,18 @@
 // the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and deploy/ unmodified:
 // its broker, PingSource and ApiServerSource adapters, SinkBindings and webhook. `scoreflow run`
 // and the end-to-end tests use it; with Options.OIDC (`scoreflow run --oidc`, test/oidc) it runs
-// the oidc/ variant on Knative with sender identity on.
+// the oidc/ variant on Knative with sender identity on; with Options.TLS (`scoreflow run --tls`,
+// test/tls) Knative's transport encryption is strict and every hop is HTTPS.
 package devrun
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -74,6 +77,13 @@ type Options struct {
 	// SinkBinding-bound functions send with the token Knative mounts for them, and the Broker
 	// admits only what its EventPolicy names.
 	OIDC bool
+	// TLS runs with Knative's transport encryption strict (transport-encryption: strict, with a
+	// local CA standing in for cert-manager's knative-eventing-ca-issuer): the Broker, its channel
+	// and Triggers have only https addresses with the CA as CACerts, and every function serves
+	// HTTPS with a certificate of that CA (as Serving's cluster-local-domain-tls) and trusts it
+	// for what it sends (K_CA_CERTS). BrokerURL is then the ingress's https port and Client the
+	// client that trusts the CA.
+	TLS bool
 	// OnEvent sees every event the broker delivers to cloudevents-player's Trigger (all of them:
 	// what a user would watch in the player), decoded.
 	OnEvent func(event.Event)
@@ -94,7 +104,9 @@ type Stack struct {
 	Knative    *knlocal.Knative
 	Functions  map[string]*Function // by Service name
 	// BrokerURL is the ingress of the scoreflow broker; Kubeconfig is an admin kubeconfig of the hub.
-	BrokerURL  string
+	BrokerURL string
+	// Client reaches BrokerURL and the functions (with Options.TLS, trusting the local CA only).
+	Client     *http.Client
 	Kubeconfig string
 	StateDir   string
 
@@ -139,7 +151,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s = &Stack{opts: opts, runCtx: runCtx, cancel: cancel, Functions: map[string]*Function{}, StateDir: opts.StateDir,
-		Kubeconfig: filepath.Join(opts.StateDir, "kubeconfig")}
+		Kubeconfig: filepath.Join(opts.StateDir, "kubeconfig"), Client: &http.Client{Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -170,15 +182,27 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Prometheus, err = promlocal.Run(); err != nil {
 		return s, err
 	}
-	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC)
-	knOpts := knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log}
+	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC, "strictTLS", opts.TLS)
+	knOpts := knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log, Features: map[string]string{}}
 	if opts.OIDC {
-		knOpts.Features = knlocal.OIDCFeatures()
+		maps.Copy(knOpts.Features, knlocal.OIDCFeatures())
+	}
+	if opts.TLS {
+		maps.Copy(knOpts.Features, knlocal.StrictTLSFeatures())
 	}
 	if s.Knative, err = knlocal.Start(ctx, s.Hub, knOpts); err != nil {
 		return s, err
 	}
 	s.BrokerURL = s.Knative.IngressURL + "/" + Namespace + "/scoreflow"
+	scheme := "http"
+	if opts.TLS {
+		s.BrokerURL = s.Knative.IngressTLSURL + "/" + Namespace + "/scoreflow"
+		s.Client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.Knative.CA.Pool(), MinVersion: tls.VersionTLS12}}
+		scheme = "https"
+		if err = os.WriteFile(s.CAFile(), s.Knative.CA.PEM(), 0o644); err != nil {
+			return s, err
+		}
+	}
 
 	if opts.OIDC {
 		log.Info("applying the oidc/ variant: deploy/ with oidc/patches, oidc/broker.yaml, oidc/triggers/, EventPolicies (admitted by Knative's webhook)")
@@ -202,7 +226,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	for _, f := range fns {
 		s.Functions[f.Name] = f // recorded first, so that Stop stops them if a start fails
-		if err = f.listen(); err != nil {
+		if err = f.listen(scheme, s.Client); err != nil {
 			return s, err
 		}
 		if err = s.Knative.ServeService(ctx, f.Namespace, f.Name, f.URL); err != nil {
@@ -307,8 +331,18 @@ func (s *Stack) servePlayer(ctx context.Context, set *manifests.Set) error {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	})}
-	go func() { _ = s.player.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
+	if s.opts.TLS {
+		pair, err := s.serviceKeyPair("cloudevents-player")
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		s.player.TLSConfig = &tls.Config{Certificates: []tls.Certificate{pair}}
+		ln = tls.NewListener(ln, s.player.TLSConfig)
+		url = "https://" + ln.Addr().String()
+	}
+	go func() { _ = s.player.Serve(ln) }()
 	for _, it := range set.Services {
 		if _, ours := s.Functions[it.Object.Name]; !ours {
 			if err := s.Knative.ServeService(ctx, it.Object.Namespace, it.Object.Name, url); err != nil {
@@ -368,6 +402,13 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 				return nil, err
 			}
 			env = append(env, id...)
+		}
+		if s.opts.TLS {
+			tlsEnv, err := s.tlsEnv(f, onHub["K_CA_CERTS"])
+			if err != nil {
+				return nil, err
+			}
+			env = append(env, tlsEnv...)
 		}
 		extra[f.Name] = env
 	}
@@ -430,3 +471,30 @@ func boundBySink(set *manifests.Set, f *Function) bool {
 	}
 	return false
 }
+
+// tlsEnv is what a function's pod has with transport encryption on: the certificate of its
+// Service (Serving's cluster-local-domain-tls on a cluster) to serve HTTPS with, and K_CA_CERTS to
+// trust what it sends to: as its SinkBinding injected it on the hub when it has one, else the CA.
+func (s *Stack) tlsEnv(f *Function, sinkCA string) ([]string, error) {
+	cert, key, err := s.Knative.IssueServiceCert(f.Namespace, f.Name, filepath.Join(s.StateDir, "files", f.Name, "tls"))
+	if err != nil {
+		return nil, err
+	}
+	if sinkCA == "" {
+		sinkCA = string(s.Knative.CA.PEM())
+	}
+	return []string{"TLS_CERT_FILE=" + cert, "TLS_KEY_FILE=" + key, "K_CA_CERTS=" + sinkCA}, nil
+}
+
+// serviceKeyPair issues the certificate of a Service served in process (cloudevents-player).
+func (s *Stack) serviceKeyPair(name string) (tls.Certificate, error) {
+	cert, key, err := s.Knative.IssueServiceCert(Namespace, name, filepath.Join(s.StateDir, "files", name, "tls"))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.LoadX509KeyPair(cert, key)
+}
+
+// CAFile is where a run with Options.TLS writes the local CA's certificate, for clients to trust
+// (scoreflow send --ca-file, curl --cacert).
+func (s *Stack) CAFile() string { return filepath.Join(s.StateDir, "ca.crt") }

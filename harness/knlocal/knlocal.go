@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/scoreflow/scoreflow/harness/localca"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/tools"
@@ -61,7 +62,8 @@ type Options struct {
 	// Log receives progress lines (default: discarded).
 	Log *slog.Logger
 	// Features are set in config-features before Knative starts (default: Knative's own
-	// defaults, sender identity off); OIDCFeatures turns sender identity on.
+	// defaults, sender identity and transport encryption off); OIDCFeatures turns sender identity
+	// on, StrictTLSFeatures transport encryption (with a local CA standing in for cert-manager).
 	Features map[string]string
 }
 
@@ -76,6 +78,12 @@ type Knative struct {
 	Applier *Applier
 	// LogDir holds one log per process.
 	LogDir string
+	// With transport encryption on: CA issued the data plane's server certificates (Knative's
+	// addresses carry it as CACerts), and IngressTLSURL is the broker ingress's https port (in
+	// strict mode IngressURL answers 404).
+	CA            *localca.CA
+	IngressTLSURL string
+	caFile        string
 
 	hub      *localhub.Hub
 	kube     kubernetes.Interface
@@ -147,6 +155,11 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 	}
 	if err := k.install(ctx, filepath.Join(mod, "config")); err != nil {
 		return k, fmt.Errorf("installing Knative Eventing objects: %w", err)
+	}
+	if tlsOn(opts.Features) {
+		if err := k.setupTLS(ctx, mod); err != nil {
+			return k, fmt.Errorf("transport encryption: %w", err)
+		}
 	}
 	if err := k.configureFeatures(ctx, opts.Features); err != nil {
 		return k, fmt.Errorf("Knative features: %w", err)
@@ -220,15 +233,26 @@ func (k *Knative) startProxy(ctx context.Context) error {
 }
 
 // ProxyEnv is what a local process needs to reach cluster services: the service proxy as
-// HTTP_PROXY (loopback addresses still go direct).
+// HTTP_PROXY, and with transport encryption on as HTTPS_PROXY too (loopback addresses still go
+// direct).
 func (k *Knative) ProxyEnv() []string {
-	return []string{"HTTP_PROXY=" + k.ProxyURL, "http_proxy=" + k.ProxyURL,
+	env := []string{"HTTP_PROXY=" + k.ProxyURL, "http_proxy=" + k.ProxyURL,
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+	if k.CA != nil {
+		env = append(env, "HTTPS_PROXY="+k.ProxyURL, "https_proxy="+k.ProxyURL)
+	}
+	return env
 }
 
-// Env is the parent's environment with ProxyEnv and extra KEY=VALUE pairs (later entries win).
+// Env is the environment of Knative's own processes: the parent's, ProxyEnv, with transport
+// encryption on the local CA among the system roots (setupTLS says why), and extra KEY=VALUE
+// pairs (later entries win).
 func (k *Knative) Env(extra ...string) []string {
-	return append(append(os.Environ(), k.ProxyEnv()...), extra...)
+	env := append(os.Environ(), k.ProxyEnv()...)
+	if k.caFile != "" {
+		env = append(env, "SSL_CERT_FILE="+k.caFile)
+	}
+	return append(env, extra...)
 }
 
 // run starts a Knative binary with the common environment of Knative's system processes.

@@ -27,16 +27,28 @@ var (
 )
 
 // ServeService stands in for Knative Serving: the Service namespace/name is served at url (a local
-// process), which is what Triggers, SinkBindings and dead-letter sinks resolve it to.
+// process), which is what Triggers, SinkBindings and dead-letter sinks resolve it to. An https url
+// (transport encryption on, the process serving a certificate of IssueServiceCert) is published
+// with the CA as its CACerts, as Serving does with cluster-local-domain-tls.
 func (k *Knative) ServeService(ctx context.Context, namespace, name, url string) error {
 	ri, err := k.Applier.Resource(ServiceKind, namespace)
 	if err != nil {
 		return err
 	}
+	address := map[string]any{"url": url}
+	var addresses any // none for http, as before (merge patch: null leaves none)
+	if strings.HasPrefix(url, "https://") {
+		if k.CA == nil {
+			return fmt.Errorf("service %s/%s: an https address needs transport encryption on", namespace, name)
+		}
+		address["name"], address["CACerts"] = "https", string(k.CA.PEM())
+		addresses = []any{address}
+	}
 	now := time.Now().UTC().Format(time.RFC3339)
 	status := map[string]any{"status": map[string]any{
-		"url":     url,
-		"address": map[string]any{"url": url},
+		"url":       url,
+		"address":   address,
+		"addresses": addresses,
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now,
 			"reason": "LocalProcess", "message": "served by a local process"}},
 	}}

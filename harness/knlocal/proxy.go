@@ -3,6 +3,7 @@ package knlocal
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -23,13 +24,16 @@ import (
 // dispatcher, sources) and the functions send to `<svc>.<ns>.svc.cluster.local` through it as their
 // HTTP_PROXY; it resolves the name the way a cluster would (Service, ExternalName chains, the
 // Service port's name, the EndpointSlice port of that name) and forwards to 127.0.0.1:<port>,
-// keeping the Host header, which the in-memory channel dispatcher routes by. Loopback addresses
-// bypass it (Go's ProxyFromEnvironment never proxies them).
+// keeping the Host header, which the in-memory channel dispatcher routes by. https (HTTPS_PROXY,
+// with Knative's transport encryption) is a CONNECT tunnel to the endpoint of the same name's
+// https port; the TLS inside is between the client and the server. Loopback addresses bypass it
+// (Go's ProxyFromEnvironment never proxies them).
 type serviceProxy struct {
 	services corelisters.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
 	proxy    *httputil.ReverseProxy
 	domain   string
+	ctx      context.Context // ends the open tunnels
 }
 
 // newServiceProxy builds the proxy on informers, so that resolving costs no API request (a
@@ -40,6 +44,7 @@ func newServiceProxy(ctx context.Context, kube kubernetes.Interface, domain stri
 		services: f.Core().V1().Services().Lister(),
 		slices:   f.Discovery().V1().EndpointSlices().Lister(),
 		domain:   domain,
+		ctx:      ctx,
 	}
 	f.Start(ctx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -69,7 +74,7 @@ type targetKey struct{}
 
 func (p *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodConnect {
-		http.Error(w, "service proxy: CONNECT (TLS) is not supported", http.StatusMethodNotAllowed)
+		p.tunnel(w, r)
 		return
 	}
 	host := r.URL.Host
@@ -82,6 +87,53 @@ func (p *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+}
+
+// tunnel answers CONNECT host:port: it resolves the name as for plain HTTP, dials the endpoint and
+// copies bytes both ways until either side closes (or the proxy stops).
+func (p *serviceProxy) tunnel(w http.ResponseWriter, r *http.Request) {
+	target, err := p.resolve(r.Host)
+	if err != nil {
+		http.Error(w, "service proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	up, err := net.DialTimeout("tcp", target, 10*time.Second)
+	if err != nil {
+		http.Error(w, "service proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		_ = up.Close()
+		http.Error(w, "service proxy: cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		_ = up.Close()
+		return
+	}
+	closeBoth := func() { _ = up.Close(); _ = down.Close() }
+	stop := context.AfterFunc(p.ctx, closeBoth)
+	defer stop()
+	if _, err := down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		closeBoth()
+		return
+	}
+	// What the client sent after the CONNECT request (its TLS hello, usually) may sit in buf.
+	if n := buf.Reader.Buffered(); n > 0 {
+		early, _ := buf.Reader.Peek(n)
+		if _, err := up.Write(early); err != nil {
+			closeBoth()
+			return
+		}
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, down); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(down, up); done <- struct{}{} }()
+	<-done
+	closeBoth()
+	<-done
 }
 
 // resolve maps host[:port] of a cluster Service to the local address that serves it.

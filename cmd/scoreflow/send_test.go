@@ -1,0 +1,60 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/scoreflow/scoreflow/harness/localca"
+)
+
+// TestSendTrustsTheRunsCA: scoreflow send's client, given the CA file `scoreflow run --tls`
+// writes, completes a handshake with a server of that CA, which the default client refuses.
+func TestSendTrustsTheRunsCA(t *testing.T) {
+	ca, err := localca.New("run CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := ca.Issue("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
+	defer srv.Close()
+
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, ca.PEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientTrusting(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Post(srv.URL, "application/json", nil)
+	if err != nil {
+		t.Fatalf("trusting the run's CA: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+	def, _ := clientTrusting("")
+	_, err = def.Post(srv.URL, "application/json", nil)
+	var verr *tls.CertificateVerificationError
+	if !errors.As(err, &verr) {
+		t.Errorf("without the CA file: %v, want a failed certificate verification", err)
+	}
+	if _, err := clientTrusting(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing CA file was accepted")
+	}
+}
