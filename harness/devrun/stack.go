@@ -80,6 +80,10 @@ type Options struct {
 	// PythonExample also runs examples/python-scorer (its Service as a python3 process, its Trigger
 	// and PingSource applied), as `scoreflow run` does; tests that start their own leave it off.
 	PythonExample bool
+	// FunctionEnv adds KEY=VALUE pairs to a function's environment, by Service name, after what
+	// its manifest and the cluster give it: a test tunes a function's flags (their env names)
+	// without another manifest.
+	FunctionEnv map[string][]string
 	// LockWait is how long to wait for another local Knative on this machine to stop (0: fail).
 	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
@@ -421,8 +425,13 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 			extra["metric-watcher"] = append(extra["metric-watcher"], "CONFIG="+cfg, "INTERVAL="+s.opts.WatchInterval.String())
 		}
 	}
+	for name := range s.opts.FunctionEnv {
+		if _, ok := extra[name]; !ok {
+			return nil, fmt.Errorf("Options.FunctionEnv: deploy/ runs no function %q", name)
+		}
+	}
 	for name, env := range extra {
-		extra[name] = append(s.Knative.ProxyEnv(), env...)
+		extra[name] = append(append(s.Knative.ProxyEnv(), env...), s.opts.FunctionEnv[name]...)
 	}
 	return extra, nil
 }
