@@ -19,6 +19,7 @@ func main() {
 	tokenDir := fn.Flags.String("token-dir", "/var/run/secrets/scoreflow/dsf", "where the Secrets of auth.tokenSecretRef are mounted, one directory per Secret: <token-dir>/<name>/<key>")
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -28,6 +29,6 @@ func main() {
 		if err != nil {
 			return err
 		}
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), b.Routes(), sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), b.Routes(), sink, *split), nil)
 	})
 }

@@ -18,6 +18,7 @@ func main() {
 	promCfg := prom.RegisterFlags(fn.Flags)
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -28,6 +29,6 @@ func main() {
 			return err
 		}
 		s := &forecast.Scorer{Prom: client, Log: fn.Log}
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), s.Routes(), sink, *split), nil)
 	})
 }

@@ -27,6 +27,7 @@ func main() {
 
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -46,6 +47,6 @@ func main() {
 			return err
 		}
 		s.Clusters = health.HubClusters{Client: client}
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), s.Routes(), sink, *split), nil)
 	})
 }

@@ -28,6 +28,8 @@ func main() {
 	optimizeSubjects := fn.Flags.String("optimize-subjects", "", "comma-separated identities whose cluster-issued tokens may also optimise and reset")
 	audience := fn.Flags.String("token-audience", "scoreflow-mcp", "the audience a cluster-issued token must carry (kubectl create token --audience)")
 	discovery := fn.Flags.String("token-discovery-url", function.DefaultDiscoveryURL, "the API server whose OIDC discovery and keys verify cluster-issued tokens")
+	discoveryCA := fn.Flags.String("token-ca-file", function.DefaultCAFile, "CA bundle of that API server (missing file: system roots)")
+	discoveryToken := fn.Flags.String("token-discovery-token-file", function.DefaultTokenFile, "token presented when reading discovery and keys (missing file: none, which oidc/discovery.yaml allows)")
 
 	fn.Main(func(ctx context.Context) error {
 		reads, optimizes := list(*readSubjects), list(*optimizeSubjects)
@@ -38,7 +40,7 @@ func main() {
 		if len(reads)+len(optimizes) > 0 {
 			var err error
 			tokens, err = function.NewAuthenticator(function.AuthOptions{Audience: *audience, Subjects: append(append([]string(nil), reads...), optimizes...),
-				DiscoveryURL: *discovery, TokenFile: function.DefaultTokenFile, CAFile: function.DefaultCAFile})
+				DiscoveryURL: *discovery, TokenFile: *discoveryToken, CAFile: *discoveryCA})
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ func main() {
 	metricCfg := fn.Flags.String("metric-config", "", `JSON that makes the function also score io.scoreflow.metric.changed events: {"resource","metric","aggregation","normalize","scoreName"} (empty: such events are refused)`)
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -41,6 +42,6 @@ func main() {
 			return err
 		}
 		s.Prom = client
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), s.Routes(), sink, *split), nil)
 	})
 }

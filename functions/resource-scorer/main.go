@@ -21,6 +21,7 @@ func main() {
 	metricCfg := fn.Flags.String("metric-config", "{}", `configuration (the PingSource data shape, JSON) for scoring io.scoreflow.metric.changed events, e.g. {"resource":"gpu-usage-score","scores":["free-capacity"]}`)
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -38,6 +39,6 @@ func main() {
 			return err
 		}
 		s := &resource.Scorer{Prom: client, Log: fn.Log, MetricConfig: &cfg}
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), s.Routes(), sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), s.Routes(), sink, *split), nil)
 	})
 }

@@ -20,6 +20,7 @@ func main() {
 
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
+	split := scorer.Flags(fn.Flags)
 	fn.Main(func(ctx context.Context) error {
 		sink, err := newSink()
 		if err != nil {
@@ -35,6 +36,6 @@ func main() {
 		// A table that goes bad later is answered 400 BadConfig per event, not with readiness:
 		// an unready pod would leave events to time out instead of saying why.
 		s := &static.Scorer{File: f}
-		return fn.Serve(ctx, scorer.HandlerTo(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, sink), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, sink, *split), nil)
 	})
 }

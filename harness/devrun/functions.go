@@ -28,6 +28,10 @@ type Function struct {
 	Env             map[string]string
 	// Files are mounted ConfigMap contents: local path -> content.
 	Files map[string][]byte
+	// ServiceAccount is the identity its pod runs as; Tokens the projected ServiceAccount tokens
+	// it mounts, by local path (the stack keeps them current, as a kubelet does).
+	ServiceAccount string
+	Tokens         map[string]corev1.ServiceAccountTokenProjection
 
 	Port int
 	URL  string
@@ -81,7 +85,11 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 		return nil, nil // not one of ours (cloudevents-player): not run locally
 	}
 	f := &Function{Namespace: svc.Namespace, Name: svc.Name, Binary: filepath.Join(binDir, path.Base(importPath)),
-		Env: map[string]string{}, Files: map[string][]byte{}}
+		Env: map[string]string{}, Files: map[string][]byte{}, ServiceAccount: spec.ServiceAccountName,
+		Tokens: map[string]corev1.ServiceAccountTokenProjection{}}
+	if f.ServiceAccount == "" {
+		f.ServiceAccount = "default"
+	}
 
 	mounts := map[string]string{} // mount path -> local dir
 	for _, m := range c.VolumeMounts {
@@ -92,8 +100,16 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 			mounts[m.MountPath] = filepath.Join(dir, m.Name)
 			continue
 		}
+		if vol != nil && serviceAccountTokens(vol) {
+			local := filepath.Join(dir, m.Name)
+			mounts[m.MountPath] = local
+			for _, src := range vol.Projected.Sources {
+				f.Tokens[filepath.Join(local, src.ServiceAccountToken.Path)] = *src.ServiceAccountToken
+			}
+			continue
+		}
 		if vol == nil || vol.ConfigMap == nil {
-			return nil, fmt.Errorf("volume %q: only ConfigMap volumes and optional Secrets run locally", m.Name)
+			return nil, fmt.Errorf("volume %q: only ConfigMap volumes, optional Secrets and projected ServiceAccount tokens run locally", m.Name)
 		}
 		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, vol.ConfigMap.Name)
 		if !ok {
@@ -147,6 +163,19 @@ func optionalSecrets(v *corev1.Volume) bool {
 		return true
 	}
 	return false
+}
+
+// serviceAccountTokens reports whether a volume holds nothing but projected ServiceAccount tokens.
+func serviceAccountTokens(v *corev1.Volume) bool {
+	if v.Projected == nil || len(v.Projected.Sources) == 0 {
+		return false
+	}
+	for _, src := range v.Projected.Sources {
+		if src.ServiceAccountToken == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func findVolume(vols []corev1.Volume, name string) *corev1.Volume {

@@ -12,8 +12,8 @@ import (
 )
 
 // TestEveryServiceRunsLocally: each Service of deploy/ becomes a local process description;
-// mounted ConfigMaps become files, optional Secrets an empty directory, and env paths into either
-// point at the local copy.
+// mounted ConfigMaps become files, optional Secrets an empty directory, projected ServiceAccount
+// tokens files the stack keeps current, and env paths into any of them point at the local copy.
 func TestEveryServiceRunsLocally(t *testing.T) {
 	set, err := manifests.Load(filepath.Join("..", "..", "deploy"))
 	if err != nil {
@@ -30,6 +30,13 @@ func TestEveryServiceRunsLocally(t *testing.T) {
 	}
 	if b := byName["dsf-bridge"]; b == nil || !strings.HasPrefix(b.Env["TOKEN_DIR"], dir) {
 		t.Errorf("dsf-bridge: %+v; want TOKEN_DIR under %s", b, dir)
+	}
+	// A projected ServiceAccount token: the stack keeps it at the local path the env names.
+	if m := byName["mcp-server"]; m == nil {
+		t.Error("no mcp-server")
+	} else if tok, ok := m.Tokens[m.Env["OPTIMIZER_TOKEN_FILE"]]; !ok || tok.Audience != "scoreflow/optimizer" || m.ServiceAccount != "mcp-server" {
+		t.Errorf("mcp-server: OPTIMIZER_TOKEN_FILE %q, tokens %+v, account %q; want a token of mcp-server for scoreflow/optimizer there",
+			m.Env["OPTIMIZER_TOKEN_FILE"], m.Tokens, m.ServiceAccount)
 	}
 	w := byName["score-writer"]
 	if w == nil {

@@ -124,10 +124,7 @@ func (l *layout) patchObjects(objs []*unstructured.Unstructured) error {
 func (s *Stack) identityEnv(ctx context.Context, f *Function, boundBySink bool) ([]string, error) {
 	var env []string
 	if f.Env["AUTH_OIDC"] == "true" {
-		ca := filepath.Join(s.StateDir, "hub-ca.crt")
-		if err := os.WriteFile(ca, s.Hub.Config.CAData, 0o644); err != nil {
-			return nil, err
-		}
+		ca := filepath.Join(s.StateDir, "hub-ca.crt") // written by extraEnv
 		env = append(env, "AUTH_DISCOVERY_URL="+s.Hub.Config.Host, "AUTH_CA_FILE="+ca,
 			"AUTH_TOKEN_FILE="+filepath.Join(s.StateDir, "files", f.Name, "no-serviceaccount-token"))
 	}

@@ -90,6 +90,10 @@ type Options struct {
 	// PythonExample also runs examples/python-scorer (its Service as a python3 process, its Trigger
 	// and PingSource applied), as `scoreflow run` does; tests that start their own leave it off.
 	PythonExample bool
+	// FunctionEnv adds KEY=VALUE pairs to a function's environment, by Service name, after what
+	// its manifest and the cluster give it: a test tunes a function's flags (their env names)
+	// without another manifest.
+	FunctionEnv map[string][]string
 	// LockWait is how long to wait for another local Knative on this machine to stop (0: fail).
 	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
@@ -376,14 +380,32 @@ func (s *Stack) topology(ctx context.Context) error {
 }
 
 // extraEnv is what a cluster would give each function beyond its manifest: HTTP_PROXY to reach
-// cluster services; K_SINK and K_CE_OVERRIDES as the SinkBinding injected them on the hub; for a
-// ServiceAccount that mounts a token, a kubeconfig with a token of that ServiceAccount (so each
-// function has exactly the RBAC deploy/ grants it); the local Prometheus; the demo's
-// metric-watcher configuration.
+// cluster services; K_SINK and K_CE_OVERRIDES as the SinkBinding injected them on the hub; its
+// projected ServiceAccount tokens, kept current; for a ServiceAccount that mounts a token, a
+// kubeconfig with a token of that ServiceAccount (so each function has exactly the RBAC deploy/
+// grants it) and that token as a file; the local Prometheus; the demo's metric-watcher
+// configuration.
 func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Function) (map[string][]string, error) {
 	extra := map[string][]string{}
+	ca := filepath.Join(s.StateDir, "hub-ca.crt")
+	if err := os.WriteFile(ca, s.Hub.Config.CAData, 0o644); err != nil {
+		return nil, err
+	}
 	for _, f := range fns {
-		var env []string
+		for path, tok := range f.Tokens {
+			ttl := time.Hour // the API's default expirationSeconds
+			if tok.ExpirationSeconds != nil {
+				ttl = time.Duration(*tok.ExpirationSeconds) * time.Second
+			}
+			if err := s.Knative.ProjectToken(s.runCtx, f.Namespace, f.ServiceAccount, tok.Audience, ttl, path); err != nil {
+				return nil, fmt.Errorf("%s: %w", f.Name, err)
+			}
+		}
+		// The mcp-server verifies its callers' cluster-issued tokens with the API server's keys,
+		// which a pod reads at kubernetes.default.svc with its mounted CA and token: locally, the
+		// hub (its token below, where its account mounts one).
+		env := []string{"TOKEN_DISCOVERY_URL=" + s.Hub.Config.Host, "TOKEN_CA_FILE=" + ca,
+			"TOKEN_DISCOVERY_TOKEN_FILE=" + filepath.Join(s.StateDir, "files", f.Name, "no-serviceaccount-token")}
 		if _, ok := f.Env["PROMETHEUS_URL"]; ok {
 			env = append(env, "PROMETHEUS_URL="+s.Prometheus.URL)
 		}
@@ -422,7 +444,11 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 		if err != nil {
 			return nil, err
 		}
-		extra[it.Object.Name] = append(extra[it.Object.Name], "KUBECONFIG="+kubeconfig)
+		token := filepath.Join(s.StateDir, "files", it.Object.Name, "serviceaccount", "token")
+		if err := s.Knative.ProjectToken(s.runCtx, it.Object.Namespace, sa, "", time.Hour, token); err != nil {
+			return nil, err
+		}
+		extra[it.Object.Name] = append(extra[it.Object.Name], "KUBECONFIG="+kubeconfig, "TOKEN_DISCOVERY_TOKEN_FILE="+token)
 	}
 	watcherConfig := s.opts.WatcherConfig
 	if watcherConfig == "" && s.opts.Demo {
@@ -440,8 +466,13 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 			extra["metric-watcher"] = append(extra["metric-watcher"], "CONFIG="+cfg, "INTERVAL="+s.opts.WatchInterval.String())
 		}
 	}
+	for name := range s.opts.FunctionEnv {
+		if _, ok := extra[name]; !ok {
+			return nil, fmt.Errorf("Options.FunctionEnv: deploy/ runs no function %q", name)
+		}
+	}
 	for name, env := range extra {
-		extra[name] = append(s.Knative.ProxyEnv(), env...)
+		extra[name] = append(append(s.Knative.ProxyEnv(), env...), s.opts.FunctionEnv[name]...)
 	}
 	return extra, nil
 }

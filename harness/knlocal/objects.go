@@ -4,14 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	neturl "net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -53,8 +59,34 @@ func (k *Knative) ServeService(ctx context.Context, namespace, name, url string)
 			"reason": "LocalProcess", "message": "served by a local process"}},
 	}}
 	patch, _ := json.Marshal(status)
-	_, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	if _, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return err
+	}
+	return k.serviceName(ctx, namespace, name, url)
+}
+
+// serviceName makes http://<name>.<namespace>.svc.cluster.local reach the local process at url, as
+// the Kubernetes Service that Serving creates for a Knative Service does on a cluster: a function
+// that calls another by that name (the mcp-server calls the optimizer) gets there through the
+// service proxy.
+func (k *Knative) serviceName(ctx context.Context, namespace, name, url string) error {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return fmt.Errorf("Service %s/%s at %s: no port", namespace, name, url)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"serving.knative.dev/service": name}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if _, err := k.kube.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_ = k.kube.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name+"-local", metav1.DeleteOptions{}) // a new address
+	return k.publishEndpoints(ctx, namespace, name, []discoveryv1.EndpointPort{port("http", p)})
 }
 
 // ServiceEnv is the environment of the Service's first container as it is on the hub, where a

@@ -8,12 +8,14 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // ServiceSecretMounts are the Secrets the hub's copy of a Service mounts into its first container,
@@ -110,4 +112,48 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// ProjectToken keeps path holding a token of ServiceAccount namespace/name for audience (empty:
+// the API server's own), as a kubelet keeps a projected serviceAccountToken volume: it returns once
+// the first token is written, and writes a new one when 80% of the last one's lifetime has passed
+// (the kubelet's rule) until ctx ends. Each write is a rename, so a reader never sees half a
+// token.
+func (k *Knative) ProjectToken(ctx context.Context, namespace, name, audience string, ttl time.Duration, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	mint := func() (time.Duration, error) {
+		spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl / time.Second))}
+		if audience != "" {
+			spec.Audiences = []string{audience}
+		}
+		tr, err := k.kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("token of ServiceAccount %s/%s for %q: %w", namespace, name, audience, err)
+		}
+		if err := writeAtomic(path, []byte(tr.Status.Token)); err != nil {
+			return 0, err
+		}
+		return time.Until(tr.Status.ExpirationTimestamp.Time) * 8 / 10, nil
+	}
+	next, err := mint()
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(next):
+			}
+			var err error
+			if next, err = mint(); err != nil {
+				k.log.Error("projected token", "serviceAccount", namespace+"/"+name, "audience", audience, "err", err)
+				next = 10 * time.Second
+			}
+		}
+	}()
+	return nil
 }

@@ -20,7 +20,16 @@ const MaxScoreUpdatedDataBytes = MaxEventBytes - 16<<10
 // and together they carry every item exactly once. A cluster may appear only once in s, as in one
 // event.
 func NewScoreUpdates(source string, observed time.Time, s ScoreUpdated) ([]event.Event, error) {
-	if len(s.Items) <= MaxItems {
+	return SplitScoreUpdates(source, observed, s, MaxItems)
+}
+
+// SplitScoreUpdates is NewScoreUpdates with at most maxItems items per event (0, or more than
+// MaxItems: MaxItems), for a producer that wants smaller parts than the contract allows.
+func SplitScoreUpdates(source string, observed time.Time, s ScoreUpdated, maxItems int) ([]event.Event, error) {
+	if maxItems <= 0 || maxItems > MaxItems {
+		maxItems = MaxItems
+	}
+	if len(s.Items) <= maxItems {
 		e, err := NewScoreUpdated(source, observed, s)
 		if err != nil {
 			return nil, err
@@ -41,7 +50,7 @@ func NewScoreUpdates(source string, observed time.Time, s ScoreUpdated) ([]event
 	var out []event.Event
 	for start := 0; start < len(s.Items); {
 		size, end := len(head), start
-		for end < len(s.Items) && end-start < MaxItems {
+		for end < len(s.Items) && end-start < maxItems {
 			b, err := json.Marshal(&s.Items[end])
 			if err != nil {
 				return nil, err

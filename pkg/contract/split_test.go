@@ -79,3 +79,36 @@ func TestNewScoreUpdatesRefusesAClusterTwice(t *testing.T) {
 		t.Fatal("a cluster in items[0] and items[10000] was accepted")
 	}
 }
+
+// A smaller cap splits by it: 250 clusters at 40 per event are 7 events, the last with 10, and
+// together every cluster once, in order; 0 keeps the contract's bound.
+func TestSplitScoreUpdatesByMaxItems(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	s := fleet(250, 1)
+	evs, err := SplitScoreUpdates("scoreflow/test", at, s, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 7 {
+		t.Fatalf("%d events, want 7", len(evs))
+	}
+	next := 0
+	for k, e := range evs {
+		got, err := DecodeScoreUpdated(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(40, 250-40*k); len(got.Items) != want {
+			t.Errorf("event %d: %d items, want %d", k, len(got.Items), want)
+		}
+		for _, it := range got.Items {
+			if it.Cluster != s.Items[next].Cluster {
+				t.Fatalf("event %d: %s where %s was next", k, it.Cluster, s.Items[next].Cluster)
+			}
+			next++
+		}
+	}
+	if evs, err := SplitScoreUpdates("scoreflow/test", at, s, 0); err != nil || len(evs) != 1 {
+		t.Errorf("cap 0: %d events (%v), want 1", len(evs), err)
+	}
+}

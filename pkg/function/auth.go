@@ -119,29 +119,13 @@ func NewAuthenticator(opts AuthOptions) (*Authenticator, error) {
 	}
 	a := &Authenticator{
 		opts:   opts,
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &bearerFile{path: opts.TokenFile, next: transport}},
+		client: &http.Client{Timeout: 10 * time.Second, Transport: BearerFromFile(opts.TokenFile, transport)},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_requests_unauthorized_total",
 			Help: "Requests refused for their caller's identity, by reason and HTTP status.",
 		}, []string{"reason", "code"}),
 	}
 	return a, nil
-}
-
-// bearerFile adds the token in path to each request, read afresh each time.
-type bearerFile struct {
-	path string
-	next http.RoundTripper
-}
-
-func (b *bearerFile) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.path != "" {
-		if tok, err := os.ReadFile(b.path); err == nil && len(tok) > 0 {
-			r = r.Clone(r.Context())
-			r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		}
-	}
-	return b.next.RoundTrip(r)
 }
 
 // retryDiscovery spaces attempts to read discovery while the API server does not answer.

@@ -46,7 +46,8 @@ type Config struct {
 	OptimizerURL string
 	// OptimizerTokenFile holds a bearer token the server presents to the optimizer (a projected
 	// ServiceAccount token with the optimizer's audience, where the optimizer verifies callers);
-	// re-read on every call, as the kubelet rotates it in place. Empty: none.
+	// re-read on every call, as the kubelet renews it in place. Empty or missing: none (an
+	// optimizer that verifies callers then answers 401, which the tool reports).
 	OptimizerTokenFile string
 	HTTP               *http.Client
 	// ReadTokenFile and OptimizeTokenFile hold the bearer tokens (mounted Secrets), re-read on
@@ -66,6 +67,11 @@ type Config struct {
 func Handler(cfg Config) http.Handler {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 90 * time.Second}
+	}
+	if cfg.OptimizerTokenFile != "" {
+		c := *cfg.HTTP
+		c.Transport = function.BearerFromFile(cfg.OptimizerTokenFile, c.Transport)
+		cfg.HTTP = &c
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -398,13 +404,6 @@ func (cfg Config) post(ctx context.Context, path string, body any, out any) erro
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if cfg.OptimizerTokenFile != "" {
-		tok, err := os.ReadFile(cfg.OptimizerTokenFile)
-		if err != nil {
-			return fmt.Errorf("optimizer token: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	}
 	resp, err := cfg.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("optimizer unreachable: %w", err)
@@ -419,7 +418,7 @@ func (cfg Config) post(ctx context.Context, path string, body any, out any) erro
 		if json.Unmarshal(raw, &f) == nil && f.Reason != "" {
 			return fmt.Errorf("optimizer refused (%d %s): %s", resp.StatusCode, f.Reason, f.Message)
 		}
-		return fmt.Errorf("optimizer answered %d", resp.StatusCode)
+		return fmt.Errorf("optimizer answered %d: %s", resp.StatusCode, clip(strings.TrimSpace(string(raw)), 200))
 	}
 	return json.Unmarshal(raw, out)
 }

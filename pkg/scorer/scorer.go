@@ -7,7 +7,8 @@
 // bounds (contract.NewScoreUpdates). A Knative subscriber replies with exactly one event, so the
 // others go to the scorer's sink (K_SINK: the broker, injected by a SinkBinding) before the reply;
 // a scorer without a sink answers such a result 500 (score.failed naming the missing sink) rather
-// than leave clusters out.
+// than leave clusters out. --max-items-per-event (Flags) makes the parts smaller than the contract
+// requires.
 package scorer
 
 import (
@@ -15,8 +16,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -70,6 +73,50 @@ func Handler(source string, routes Route) function.Handler { return HandlerTo(so
 // input's, so that a redelivered input's parts deduplicate at the writer; if sink does not take
 // them the answer is 503 (retriable), so the broker redelivers the input.
 func HandlerTo(source string, routes Route, sink *function.Sender) function.Handler {
+	return HandlerWith(source, routes, sink, Options{})
+}
+
+// Options tune how a scorer turns a result into events.
+type Options struct {
+	// MaxItemsPerEvent caps the clusters of one score.updated below the contract's bounds
+	// (0: contract.MaxItems and contract.MaxScoreUpdatedDataBytes only). See Flags for why.
+	MaxItemsPerEvent int
+}
+
+// Flags registers the Options every scorer takes on fs: --max-items-per-event (a negative value is
+// refused when parsed).
+func Flags(fs *flag.FlagSet) *Options {
+	o := &Options{}
+	fs.Var(nonNegative{&o.MaxItemsPerEvent}, "max-items-per-event",
+		"at most this many clusters per score.updated; a larger result is split and all parts but the reply go to the sink (0: only the contract's limits, "+
+			fmt.Sprint(contract.MaxItems)+" clusters or 8 MiB). Smaller parts suit a large fleet: the writer answers each part within the Knative Service's "+
+			"timeoutSeconds instead of one event's worth of writes, and the broker delivers the parts to it in parallel")
+	return o
+}
+
+type nonNegative struct{ p *int }
+
+func (n nonNegative) String() string {
+	if n.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*n.p)
+}
+
+func (n nonNegative) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("%d: must be 0 (the contract's limits) or more", v)
+	}
+	*n.p = v
+	return nil
+}
+
+// HandlerWith is HandlerTo with opts.
+func HandlerWith(source string, routes Route, sink *function.Sender, opts Options) function.Handler {
 	return func(ctx context.Context, e event.Event) function.Response {
 		score, ok := routes[e.Type()]
 		if !ok {
@@ -96,7 +143,7 @@ func HandlerTo(source string, routes Route, sink *function.Sender) function.Hand
 		if res == nil || len(res.Scores.Items) == 0 {
 			return function.Response{Status: http.StatusAccepted}
 		}
-		outs, err := contract.NewScoreUpdates(source, res.Observed, res.Scores)
+		outs, err := contract.SplitScoreUpdates(source, res.Observed, res.Scores, opts.MaxItemsPerEvent)
 		if err != nil {
 			// A scorer bug: never send what the writer would refuse.
 			return failure(source, e, http.StatusInternalServerError, &Error{Reason: contract.ReasonInvalidData, Err: err})

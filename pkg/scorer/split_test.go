@@ -3,6 +3,7 @@ package scorer
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -106,4 +107,51 @@ func TestFleetResultReachesTheWriterBoundaryInParts(t *testing.T) {
 		}
 	}
 	t.Logf("%d clusters in %d events", clusters, b.events)
+}
+
+// --max-items-per-event splits a result the contract would carry in one event: 250 clusters at 40
+// per event leave as 7 parts (6 to the sink, one reply), each with an id of the input's parts
+// ("part-<hash>-k-of-7"), together every cluster once. A negative cap is refused.
+func TestMaxItemsPerEventSplitsSmaller(t *testing.T) {
+	result := contract.ScoreUpdated{Resource: "fleet"}
+	for i := range 250 {
+		result.Items = append(result.Items, contract.ClusterScores{Cluster: fmt.Sprintf("cluster-%03d", i), Scores: []contract.Score{{Name: "s", Value: 1}}})
+	}
+	routes := Route{contract.TypePing: func(context.Context, event.Event) (*Result, error) {
+		return &Result{Observed: time.Now(), Scores: result}, nil
+	}}
+	b := &boundary{clusters: map[string]int{}}
+	writer := functest.Serve(t, function.New("writer-boundary", "test"), b.handle)
+	sink, err := function.NewSender(writer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("scorer", "test")
+	opts := Flags(fn.Flags)
+	if err := fn.Parse([]string{"--max-items-per-event", "40"}); err != nil {
+		t.Fatal(err)
+	}
+	scorer := functest.Serve(t, fn, HandlerWith("scoreflow/test", routes, sink, *opts))
+	in := functest.Ping(`{}`)
+	st, reply := functest.Send(t, scorer, in)
+	if st != http.StatusOK || reply == nil {
+		t.Fatalf("scorer answered %d, %v", st, reply)
+	}
+	if want := partID(function.Ref(&in), 0, 7); reply.ID() != want {
+		t.Errorf("the reply's id is %q, want %q", reply.ID(), want)
+	}
+	if st, _ := functest.Send(t, writer, *reply); st != http.StatusOK {
+		t.Fatalf("the reply was answered %d at the writer's boundary", st)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.events != 7 || len(b.clusters) != 250 {
+		t.Errorf("%d events with %d clusters, want 7 with 250", b.events, len(b.clusters))
+	}
+	neg := function.New("scorer", "test")
+	Flags(neg.Flags)
+	neg.Flags.SetOutput(io.Discard)
+	if err := neg.Parse([]string{"--max-items-per-event", "-1"}); err == nil {
+		t.Error("a negative --max-items-per-event was accepted")
+	}
 }

@@ -86,6 +86,8 @@ func runMain(m *testing.M) int {
 		// tests' scores), under the metric name the shipped promql-scorer scores into cpu-idle.
 		WatcherConfig: watcherConfig,
 		WatchInterval: watchInterval,
+		// Small parts, so that a few hundred clusters make a split result (TestFleetResultLandsInParts).
+		FunctionEnv: map[string][]string{"promql-scorer": {fmt.Sprintf("MAX_ITEMS_PER_EVENT=%d", splitMaxItems)}},
 		// One local Knative runs per machine (its dispatcher's ports are fixed): wait for another
 		// test package's to stop.
 		LockWait: 15 * time.Minute,

@@ -42,7 +42,9 @@ const (
 // Placement's decision moves. A forged score.updated from an identity the Broker does not admit,
 // or with no token, moves nothing, at the broker or posted straight to the writer. The dead-letter
 // function refuses a post without a token and reports nothing for it, while the broker's own
-// dead-lettering (the Trigger's token for the dead-letter sink's audience) still reaches it.
+// dead-lettering (the Trigger's token for the dead-letter sink's audience) still reaches it. An
+// assistant's optimise call through the MCP server reaches the optimizer with the MCP server's
+// own token (checkMCPOptimizes).
 func TestFlowWithSenderIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -191,6 +193,8 @@ func TestFlowWithSenderIdentity(t *testing.T) {
 	renew(scoreflowBrokerAudience)
 	eventually(t, 60*time.Second, "after its token was renewed the metric-watcher's change did not move the placement to cluster3", func() bool { return decision() == "cluster3" })
 	t.Logf("the decision moved %s after the token Secret was renewed", time.Since(renewed).Round(time.Millisecond))
+
+	checkMCPOptimizes(t, ctx, s)
 
 	if crashed := s.Knative.Crashed(); len(crashed) > 0 {
 		t.Errorf("Knative processes crashed: %v", crashed)

@@ -34,8 +34,8 @@ func read(t *testing.T, path string) []*unstructured.Unstructured {
 // oidc/triggers/ is its triggers/ twin with only subscriber.audience and the dead-letter sink's
 // audience added, and oidc/broker.yaml the Broker with only the dead-letter sink's audience; each
 // function that a Trigger with an audience calls gets, from its patch, exactly that audience and
-// that Trigger's OIDC identity (named as Knative names it), in a configuration the function
-// accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
+// that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
+// presents its own token for that audience, in a configuration the function accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
 // whose failed deliveries reach it; the Broker's EventPolicy admits every source, the latency
 // agents' hub identity and every replying Trigger of the manifests, and not cloudevents-player.
 func TestOIDCVariantMatchesTheManifests(t *testing.T) {
@@ -60,6 +60,22 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	for _, o := range read(t, "deploy") {
 		if o.GetKind() == "Service" && o.GetAPIVersion() == "serving.knative.dev/v1" {
 			services[o.GetName()] = o
+		}
+	}
+	// Services of deploy/ that call a function themselves present a projected token of their own
+	// account for its audience (the mcp-server calls the optimizer's JSON API): that function
+	// admits them besides its Trigger.
+	presenters := map[string][]string{} // audience -> identities
+	for _, svc := range services {
+		sa, _, _ := unstructured.NestedString(svc.Object, "spec", "template", "spec", "serviceAccountName")
+		vols, _, _ := unstructured.NestedSlice(svc.Object, "spec", "template", "spec", "volumes")
+		for _, v := range vols {
+			sources, _, _ := unstructured.NestedSlice(v.(map[string]any), "projected", "sources")
+			for _, src := range sources {
+				if a, ok, _ := unstructured.NestedString(src.(map[string]any), "serviceAccountToken", "audience"); ok {
+					presenters[a] = append(presenters[a], authtest.Subject(ns, sa))
+				}
+			}
 		}
 	}
 	var replying []string
@@ -90,10 +106,13 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		replying = append(replying, identity)
 		svcName, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "ref", "name")
 		env := patchedEnv(t, services[svcName], "oidc/patches/"+svcName+".json")
-		if env["AUTH_OIDC"] != "true" || env["AUTH_AUDIENCE"] != audience || env["AUTH_ALLOWED_SUBJECTS"] != identity {
+		subjects := append([]string{identity}, presenters[audience]...)
+		sort.Strings(subjects[1:])
+		if want := strings.Join(subjects, ","); env["AUTH_OIDC"] != "true" || env["AUTH_AUDIENCE"] != audience || env["AUTH_ALLOWED_SUBJECTS"] != want {
 			t.Errorf("%s: AUTH_OIDC=%q AUTH_AUDIENCE=%q AUTH_ALLOWED_SUBJECTS=%q; want true, %q, %q",
-				svcName, env["AUTH_OIDC"], env["AUTH_AUDIENCE"], env["AUTH_ALLOWED_SUBJECTS"], audience, identity)
+				svcName, env["AUTH_OIDC"], env["AUTH_AUDIENCE"], env["AUTH_ALLOWED_SUBJECTS"], audience, want)
 		}
+		delete(presenters, audience)
 		for k, v := range env {
 			if strings.HasPrefix(k, "AUTH_") {
 				t.Setenv(k, v)
@@ -102,6 +121,9 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		if err := function.New(svcName, "test").Parse(nil); err != nil {
 			t.Errorf("%s does not start with its patched environment: %v", svcName, err)
 		}
+	}
+	for a, ids := range presenters {
+		t.Errorf("%v present a token for audience %q, which no function verifies", ids, a)
 	}
 	env := patchedEnv(t, services["dead-letter"], "oidc/patches/dead-letter.json")
 	sort.Strings(deadLettered)
