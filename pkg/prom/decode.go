@@ -258,8 +258,7 @@ func (d *decoder) matrix() model.Matrix {
 					d.fail()
 				}
 				seen[1] = true
-				d.pairs = d.pairs[:0]
-				d.array(func() { d.pairs = append(d.pairs, d.pair()) })
+				d.values()
 				if len(d.pairs) > 0 {
 					s.Values = slices.Clone(d.pairs)
 				}
@@ -307,7 +306,17 @@ func (d *decoder) pair() model.SamplePair {
 // cut, not rounded.
 func (d *decoder) timestamp() model.Time {
 	d.ws()
-	b, i := d.b, d.i
+	t, next, ok := parseTimestamp(d.b, d.i)
+	if !ok {
+		d.fail()
+		return 0
+	}
+	d.i = next
+	return t
+}
+
+// parseTimestamp parses the timestamp at b[i:], returning where it ends.
+func parseTimestamp(b []byte, i int) (model.Time, int, bool) {
 	neg := i < len(b) && b[i] == '-'
 	if neg {
 		i++
@@ -321,8 +330,7 @@ func (d *decoder) timestamp() model.Time {
 	digits := i - start
 	// A leading zero before another digit is not JSON; over 18 digits might overflow.
 	if digits == 0 || digits > 18 || (digits > 1 && b[start] == '0') {
-		d.fail()
-		return 0
+		return 0, i, false
 	}
 	var ms int64
 	if i < len(b) && b[i] == '.' {
@@ -336,23 +344,85 @@ func (d *decoder) timestamp() model.Time {
 		}
 		n := i - fs
 		if n == 0 || n > 9 {
-			d.fail()
-			return 0
+			return 0, i, false
 		}
 		for k := n; k < 3; k++ {
 			ms *= 10
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		d.fail()
-		return 0
+		return 0, i, false
 	}
-	d.i = i
 	if neg {
 		// model.Time: base (negative) in seconds, plus the negated fraction.
-		return model.Time(-sec*1000 - ms)
+		return model.Time(-sec*1000 - ms), i, true
 	}
-	return model.Time(sec*1000 + ms)
+	return model.Time(sec*1000 + ms), i, true
+}
+
+// values reads a series' points into d.pairs. Points written tightly, [ts,"v"] as Prometheus
+// writes them, are read in a loop of their own; any other spelling goes through pair.
+func (d *decoder) values() {
+	d.pairs = d.pairs[:0]
+	d.expect('[')
+	if d.bad {
+		return
+	}
+	if d.peek() == ']' {
+		d.i++
+		return
+	}
+	b := d.b
+	for !d.bad {
+		if p, next, ok := tightPair(b, d.i); ok {
+			d.pairs = append(d.pairs, p)
+			d.i = next
+		} else {
+			d.pairs = append(d.pairs, d.pair())
+		}
+		if d.i < len(b) && b[d.i] == ',' {
+			d.i++
+			continue
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return
+		default:
+			d.fail()
+		}
+	}
+}
+
+// tightPair reads [ts,"v"] at b[i:] with no whitespace and a plain value string.
+func tightPair(b []byte, i int) (model.SamplePair, int, bool) {
+	var p model.SamplePair
+	if i >= len(b) || b[i] != '[' {
+		return p, i, false
+	}
+	t, j, ok := parseTimestamp(b, i+1)
+	if !ok || j+1 >= len(b) || b[j] != ',' || b[j+1] != '"' {
+		return p, i, false
+	}
+	j += 2
+	start := j
+	for j < len(b) && b[j] != '"' {
+		if c := b[j]; c < 0x20 || c >= 0x7f || c == '\\' {
+			return p, i, false
+		}
+		j++
+	}
+	if j+1 >= len(b) || b[j+1] != ']' {
+		return p, i, false
+	}
+	v, ok := parseValue(b[start:j])
+	if !ok {
+		return p, i, false
+	}
+	p.Timestamp, p.Value = t, model.SampleValue(v)
+	return p, j + 2, true
 }
 
 // pow10 holds the powers of ten a float64 represents exactly.
@@ -367,6 +437,14 @@ func (d *decoder) value() float64 {
 	if d.bad {
 		return 0
 	}
+	f, ok := parseValue(s)
+	if !ok {
+		d.fail()
+	}
+	return f
+}
+
+func parseValue(s []byte) (float64, bool) {
 	i, neg := 0, false
 	if len(s) > 0 && s[0] == '-' {
 		neg, i = true, 1
@@ -374,9 +452,8 @@ func (d *decoder) value() float64 {
 	var mant uint64
 	digits, frac, dot := 0, 0, false
 	simple := i < len(s)
-	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
+	for ; i < len(s) && simple; i++ {
+		switch c := s[i]; {
 		case '0' <= c && c <= '9':
 			mant = mant*10 + uint64(c-'0')
 			digits++
@@ -388,21 +465,17 @@ func (d *decoder) value() float64 {
 		default:
 			simple = false
 		}
-		if !simple {
-			break
-		}
 	}
-	if simple && digits > 0 && digits <= 15 && frac <= 22 && s[len(s)-1] != '.' && (s[0] != '.' && !(neg && len(s) > 1 && s[1] == '.')) {
+	if simple && digits > 0 && digits <= 15 && frac <= 22 && s[len(s)-1] != '.' && s[0] != '.' && !(neg && s[1] == '.') {
 		f := float64(mant) / pow10[frac]
 		if neg {
 			f = -f
 		}
-		return f
+		return f, true
 	}
 	f, err := strconv.ParseFloat(string(s), 64)
 	if err != nil {
-		d.fail()
-		return math.NaN()
+		return math.NaN(), false
 	}
-	return f
+	return f, true
 }

@@ -8,6 +8,7 @@
 package prom
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -91,6 +92,7 @@ func redact(raw string) string {
 // Client is a Querier over the Prometheus HTTP API.
 type Client struct {
 	http    api.Client
+	hc      *http.Client
 	timeout time.Duration
 	log     *slog.Logger
 	seconds *prometheus.HistogramVec
@@ -120,14 +122,15 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Client, erro
 	if cfg.BearerTokenFile != "" {
 		rt = &tokenFile{path: cfg.BearerTokenFile, next: rt}
 	}
-	c, err := api.NewClient(api.Config{Address: cfg.URL, RoundTripper: rt})
+	hc := &http.Client{Transport: rt}
+	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cl := &Client{http: c, timeout: cfg.Timeout, log: log}
+	cl := &Client{http: c, hc: hc, timeout: cfg.Timeout, log: log}
 	cl.seconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "scoreflow_prometheus_query_seconds",
 		Help:    "Prometheus queries by kind (instant, range) and outcome (ok, unavailable, bad_query).",
@@ -147,7 +150,7 @@ func (c *Client) Query(ctx context.Context, query string, at time.Time) (model.V
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	start := time.Now()
-	fast := &fastAnswers{Client: c.http, want: model.ValVector}
+	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValVector}
 	v, warnings, err := v1.NewAPI(fast).Query(ctx, query, at, v1.WithTimeout(c.timeout))
 	if err == nil && fast.got != nil {
 		v = fast.got
@@ -162,7 +165,7 @@ func (c *Client) QueryRange(ctx context.Context, query string, start, end time.T
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	began := time.Now()
-	fast := &fastAnswers{Client: c.http, want: model.ValMatrix}
+	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValMatrix}
 	v, warnings, err := v1.NewAPI(fast).QueryRange(ctx, query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(c.timeout))
 	if err == nil && fast.got != nil {
 		v = fast.got
@@ -189,13 +192,14 @@ func (c *Client) done(kind, query string, start time.Time, warnings v1.Warnings,
 // (decodeAnswer) and client_golang is handed an empty result of that type with the answer's
 // warnings instead. An answer decodeAnswer does not take reaches client_golang as it came.
 type fastAnswers struct {
-	api.Client
-	want model.ValueType
-	got  model.Value
+	api.Client // for URL: Do is below
+	hc         *http.Client
+	want       model.ValueType
+	got        model.Value
 }
 
 func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
-	resp, body, err := f.Client.Do(ctx, req)
+	resp, body, err := do(ctx, f.hc, req)
 	if err != nil || resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent {
 		return resp, body, err
 	}
@@ -214,6 +218,43 @@ func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response
 	f.got = v
 	return resp, b, nil
 }
+
+// do is client_golang's api.Client Do (the request bound to ctx; the body read whole, or ctx's
+// error when ctx ends first), reading into a buffer sized by Content-Length when the answer
+// declares it, rather than doubling a buffer through a fleet's answer of megabytes.
+func do(ctx context.Context, hc *http.Client, req *http.Request) (*http.Response, []byte, error) {
+	if ctx != nil {
+		req = req.WithContext(ctx)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var body []byte
+	var readErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var buf bytes.Buffer
+		if n := resp.ContentLength; n > 0 && n <= MaxAnswerPrealloc {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+		_, readErr = buf.ReadFrom(resp.Body)
+		body = buf.Bytes()
+	}()
+	select {
+	case <-ctx.Done():
+		_ = resp.Body.Close()
+		return resp, nil, ctx.Err()
+	case <-done:
+		_ = resp.Body.Close()
+		return resp, body, readErr
+	}
+}
+
+// MaxAnswerPrealloc bounds the buffer taken up front for an answer's declared length: a larger
+// answer grows its buffer as it arrives.
+const MaxAnswerPrealloc = 256 << 20
 
 // result types a query's answer, or classifies its error.
 func result[T model.Vector | model.Matrix](query string, v model.Value, err error) (T, error) {
