@@ -3,9 +3,11 @@ package contract
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,29 @@ func TestNewScoreUpdatedIsSetData(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("event\n%v\nwant\n%v", got, want)
+	}
+}
+
+// A score name repeated in an item is refused at the repeat, in short lists (compared in place)
+// and long ones (a map), and only there.
+func TestRepeatedScoreName(t *testing.T) {
+	for _, n := range []int{2, 5, 16, 17, 40} {
+		for dupAt := 1; dupAt < n; dupAt += max(1, n/4) {
+			item := ClusterScores{Cluster: "c1"}
+			for j := range n {
+				item.Scores = append(item.Scores, Score{Name: fmt.Sprintf("s%d", j), Value: 1})
+			}
+			item.Scores[dupAt].Name = item.Scores[dupAt/2].Name
+			s := ScoreUpdated{Resource: "r", Items: []ClusterScores{item}}
+			fe := s.ValidateItem(0)
+			want := fmt.Sprintf("items[0].scores[%d].name", dupAt)
+			if fe == nil || fe.Field != want || !strings.Contains(fe.Error(), "appears twice") {
+				t.Errorf("%d scores, repeat at %d: %v, want %s appears twice", n, dupAt, fe, want)
+			}
+			item.Scores[dupAt].Name = "unique"
+			if fe := s.ValidateItem(0); fe != nil {
+				t.Errorf("%d scores without a repeat: %v", n, fe)
+			}
+		}
 	}
 }
