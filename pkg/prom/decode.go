@@ -33,6 +33,7 @@ type decoder struct {
 	i   int
 	bad bool
 	// names interns label names: a fleet's series share a handful of them.
+	few   []model.LabelName
 	names map[string]model.LabelName
 	// pairs is scratch for one series' points, copied out at its exact length.
 	pairs []model.SamplePair
@@ -274,14 +275,30 @@ func (d *decoder) matrix() model.Matrix {
 	return m
 }
 
+// name is the interned label name key: the few names of a result are compared in turn, which
+// costs less than hashing them; a result with many goes on to a map.
+func (d *decoder) name(key []byte) model.LabelName {
+	for _, n := range d.few {
+		if string(n) == string(key) {
+			return n
+		}
+	}
+	if n, ok := d.names[string(key)]; ok {
+		return n
+	}
+	n := model.LabelName(key)
+	if len(d.few) < 16 {
+		d.few = append(d.few, n)
+	} else {
+		d.names[string(n)] = n
+	}
+	return n
+}
+
 func (d *decoder) metric() model.Metric {
 	m := make(model.Metric, 4)
 	d.object(func(key []byte) {
-		name, ok := d.names[string(key)]
-		if !ok {
-			name = model.LabelName(key)
-			d.names[string(name)] = name
-		}
+		name := d.name(key)
 		if _, dup := m[name]; dup {
 			d.fail()
 		}
