@@ -136,7 +136,18 @@ func NewScoreUpdated(source string, observed time.Time, s ScoreUpdated) (event.E
 	if err := s.Validate(); err != nil {
 		return event.Event{}, fmt.Errorf("score.updated for %q: %w", s.Resource, err)
 	}
-	return newEvent(source, uuid.NewString(), TypeScoreUpdated, s.Resource, observed, s)
+	size := 64 + len(s.Resource)
+	for i := range s.Items {
+		size += 24 + len(s.Items[i].Cluster)
+		for _, sc := range s.Items[i].Scores {
+			size += 24 + len(sc.Name)
+		}
+	}
+	data, err := appendScoreUpdated(make([]byte, 0, size), &s)
+	if err != nil {
+		return event.Event{}, err
+	}
+	return newEventJSON(source, uuid.NewString(), TypeScoreUpdated, s.Resource, observed, data), nil
 }
 
 // NewMetricChanged builds a validated metric.changed event.
@@ -182,6 +193,23 @@ func DecodeFailure(e *event.Event) (*Failure, error) {
 func resultID(in EventRef) string {
 	sum := sha256.Sum256([]byte(in.Source + "\x00" + in.ID))
 	return "result-" + hex.EncodeToString(sum[:12])
+}
+
+// newEventJSON is newEvent with data already marshalled: the same event, as SetData would make it
+// from a value (data not base64: SetData given bytes would mark them so).
+func newEventJSON(source, id, typ, subject string, t time.Time, data []byte) event.Event {
+	e := cloudevents.NewEvent()
+	e.SetID(id)
+	e.SetSource(source)
+	e.SetType(typ)
+	e.SetTime(t)
+	if subject != "" {
+		e.SetSubject(subject)
+	}
+	e.SetDataContentType(cloudevents.ApplicationJSON)
+	e.DataEncoded = data
+	e.DataBase64 = false
+	return e
 }
 
 func newEvent(source, id, typ, subject string, t time.Time, data any) (event.Event, error) {

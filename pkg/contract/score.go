@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -107,15 +108,17 @@ func (c *ClusterScores) validateAt(field func() string) FieldErrors {
 	case len(c.Scores) > MaxScoresPerItem:
 		errs = append(errs, fieldErr(ReasonInvalidScore, field()+".scores", "%d scores, more than %d", len(c.Scores), MaxScoresPerItem))
 	}
+	// An item's few scores are checked for a repeated name by comparing with those before; a
+	// map is made only for many (a fleet's event has an item per cluster).
 	var seen map[string]bool
-	if len(c.Scores) > 1 {
+	if len(c.Scores) > 16 {
 		seen = make(map[string]bool, len(c.Scores))
 	}
 	for j, sc := range c.Scores {
 		sf := func() string { return fmt.Sprintf("%s.scores[%d]", field(), j) }
 		if err := ValidateScoreName(sc.Name); err != nil {
 			errs = append(errs, fieldErr(ReasonInvalidScore, sf()+".name", "%v", err))
-		} else if seen[sc.Name] {
+		} else if seen[sc.Name] || (seen == nil && slices.ContainsFunc(c.Scores[:j], func(o Score) bool { return o.Name == sc.Name })) {
 			errs = append(errs, fieldErr(ReasonInvalidScore, sf()+".name", "score %q appears twice", sc.Name))
 		}
 		if seen != nil {

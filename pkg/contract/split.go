@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -43,15 +42,16 @@ func SplitScoreUpdates(source string, observed time.Time, s ScoreUpdated, maxIte
 	}
 	empty := s
 	empty.Items = nil
-	head, err := json.Marshal(empty) // {"resource":...,"items":null,...}: "null" stands in for "[]"
+	head, err := appendScoreUpdated(nil, &empty) // {"resource":...,"items":null,...}: "null" stands in for "[]"
 	if err != nil {
 		return nil, err
 	}
 	var out []event.Event
+	var b []byte
 	for start := 0; start < len(s.Items); {
 		size, end := len(head), start
 		for end < len(s.Items) && end-start < maxItems {
-			b, err := json.Marshal(&s.Items[end])
+			b, err = appendClusterScores(b[:0], &s.Items[end])
 			if err != nil {
 				return nil, err
 			}

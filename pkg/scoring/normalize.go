@@ -115,25 +115,58 @@ func (n Normalization) Validate() error {
 
 // Apply scores the values of one evaluation (per cluster, or per any key). Call Validate first.
 func (n Normalization) Apply(values map[string]float64) map[string]int32 {
+	var lo, hi float64
+	if n.Method == MethodMinMax {
+		lo, hi = math.Inf(1), math.Inf(-1)
+		for _, v := range values {
+			lo, hi = rangeWith(lo, hi, v)
+		}
+	}
+	out := make(map[string]int32, len(values))
+	for k, v := range values {
+		if s, ok := n.score(lo, hi, v); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// ApplyTo is Apply over a slice: scores[i] is values[i]'s score, ok[i] whether it has one (not
+// NaN). A fleet's evaluation scores without building maps keyed by cluster.
+func (n Normalization) ApplyTo(values []float64, scores []int32, ok []bool) {
+	var lo, hi float64
+	if n.Method == MethodMinMax {
+		lo, hi = math.Inf(1), math.Inf(-1)
+		for _, v := range values {
+			lo, hi = rangeWith(lo, hi, v)
+		}
+	}
+	for i, v := range values {
+		scores[i], ok[i] = n.score(lo, hi, v)
+	}
+}
+
+func rangeWith(lo, hi, v float64) (float64, float64) {
+	if math.IsNaN(v) {
+		return lo, hi
+	}
+	return math.Min(lo, v), math.Max(hi, v)
+}
+
+// score is one value's score; lo and hi are the range of the values for min-max.
+func (n Normalization) score(lo, hi, v float64) (int32, bool) {
 	switch n.Method {
 	case MethodMinMax:
-		return MinMax(values, n.LowerIsBetter)
+		if math.IsNaN(v) {
+			return 0, false
+		}
+		if hi == lo {
+			return 0, true
+		}
+		return Linear{Min: lo, Max: hi, LowerIsBetter: n.LowerIsBetter}.Score(v)
 	case MethodLinear:
-		l := Linear{Min: *n.Min, Max: *n.Max, LowerIsBetter: n.LowerIsBetter}
-		out := make(map[string]int32, len(values))
-		for k, v := range values {
-			if s, ok := l.Score(v); ok {
-				out[k] = s
-			}
-		}
-		return out
+		return Linear{Min: *n.Min, Max: *n.Max, LowerIsBetter: n.LowerIsBetter}.Score(v)
 	default:
-		out := make(map[string]int32, len(values))
-		for k, v := range values {
-			if s, ok := Round(v); ok {
-				out[k] = s
-			}
-		}
-		return out
+		return Round(v)
 	}
 }

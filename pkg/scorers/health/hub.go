@@ -2,10 +2,13 @@ package health
 
 import (
 	"context"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterscheme "open-cluster-management.io/api/client/cluster/clientset/versioned/scheme"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Lister lists every ManagedCluster on the hub.
@@ -31,18 +34,75 @@ func (h HubClusters) List(ctx context.Context) ([]ManagedCluster, error) {
 	var out []ManagedCluster
 	opts := metav1.ListOptions{Limit: limit}
 	for {
-		l, err := h.Client.ClusterV1().ManagedClusters().List(ctx, opts)
+		// The list's JSON is read into the fields the score uses only (listPage), not into whole
+		// ManagedCluster objects: decoding every field of a fleet's clusters cost several times
+		// scoring them. The request, and its errors, are the typed client's List.
+		raw, err := h.Client.ClusterV1().RESTClient().Get().Resource("managedclusters").
+			VersionedParams(&opts, clusterscheme.ParameterCodec).Do(ctx).Raw()
 		if err != nil {
 			return nil, err
 		}
-		for i := range l.Items {
-			out = append(out, FromAPI(&l.Items[i]))
+		var page listPage
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &page); err != nil {
+			return nil, fmt.Errorf("decoding the ManagedClusterList: %w", err)
 		}
-		if l.Continue == "" {
+		for i := range page.Items {
+			out = append(out, page.Items[i].managedCluster())
+		}
+		if page.Metadata.Continue == "" {
 			return out, nil
 		}
-		opts.Continue = l.Continue
+		opts.Continue = page.Metadata.Continue
 	}
+}
+
+// listPage is one page of a ManagedClusterList, as much of it as FromAPI reads. Its fields have
+// the API types' JSON names and types, and are decoded as client-go decodes (case-sensitive).
+type listPage struct {
+	Metadata struct {
+		Continue string `json:"continue,omitempty"`
+	} `json:"metadata"`
+	Items []listItem `json:"items"`
+}
+
+// listItem is one ManagedCluster of a listPage.
+type listItem struct {
+	Metadata struct {
+		Name              string       `json:"name,omitempty"`
+		DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
+	} `json:"metadata"`
+	Spec struct {
+		HubAcceptsClient     bool  `json:"hubAcceptsClient"`
+		LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type               string                 `json:"type"`
+			Status             metav1.ConditionStatus `json:"status"`
+			Reason             string                 `json:"reason"`
+			LastTransitionTime metav1.Time            `json:"lastTransitionTime"`
+		} `json:"conditions,omitempty"`
+	} `json:"status"`
+}
+
+// managedCluster is FromAPI of the item: the same fields, set the same way.
+func (it *listItem) managedCluster() ManagedCluster {
+	var mc ManagedCluster
+	mc.APIVersion = clusterv1.SchemeGroupVersion.String()
+	mc.Kind = Kind
+	mc.Metadata.Name = it.Metadata.Name
+	if it.Metadata.DeletionTimestamp != nil {
+		t := it.Metadata.DeletionTimestamp.Time
+		mc.Metadata.DeletionTimestamp = &t
+	}
+	mc.Spec.HubAcceptsClient = it.Spec.HubAcceptsClient
+	mc.Spec.LeaseDurationSeconds = it.Spec.LeaseDurationSeconds
+	for _, cond := range it.Status.Conditions {
+		mc.Status.Conditions = append(mc.Status.Conditions, Condition{
+			Type: cond.Type, Status: string(cond.Status), Reason: cond.Reason, LastTransitionTime: cond.LastTransitionTime.Time,
+		})
+	}
+	return mc
 }
 
 // FromAPI copies the fields the score reads from an OCM ManagedCluster.

@@ -69,10 +69,13 @@ type Scored struct {
 // infinite values (an empty aggregation, x/0) score nothing. Two series that name the same score of
 // the same cluster are an error: the query must aggregate them.
 func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
-	var out Scored
-	byName := map[string]map[string]float64{}
 	// A format without placeholders names every series alike: skip filling it per series.
 	static := !strings.Contains(string(o.ScoreName), "${")
+	if static {
+		return o.scoreOneName(clusterLabel, in)
+	}
+	var out Scored
+	byName := map[string]map[string]float64{}
 	for i := range in {
 		s := &in[i]
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
@@ -105,8 +108,8 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 		vals[cluster] = s.Value
 	}
 	if len(byName) == 1 {
-		// One score name (the usual case): each cluster has one score, so items come straight
-		// from the normalised values, without gathering scores per cluster first.
+		// One score name: each cluster has one score, so items come straight from the
+		// normalised values, without gathering scores per cluster first.
 		for name, vals := range byName {
 			scored := o.Normalize.Apply(vals)
 			out.Items = make([]contract.ClusterScores, 0, len(scored))
@@ -135,6 +138,60 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 	if len(out.Items) == 0 && out.NameErr != nil {
 		// Every series failed to be named: the configuration does not fit the query.
 		return Scored{}, fmt.Errorf("scoreName: no series could be named: %w", out.NameErr)
+	}
+	return out, nil
+}
+
+// scoreOneName is Score for a score name without placeholders (the usual case): one score per
+// cluster, so the series are sorted by cluster and scored in place, with no map keyed by
+// cluster. Results and errors are Score's: among clusters given twice, the one reported is the
+// one whose second series comes first, as Score's single pass finds it.
+func (o *Output) scoreOneName(clusterLabel string, in []Input) (Scored, error) {
+	var out Scored
+	name := string(o.ScoreName)
+	type series struct {
+		cluster string
+		value   float64
+		at      int // position in the input
+	}
+	ss := make([]series, 0, len(in))
+	for i := range in {
+		s := &in[i]
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			continue
+		}
+		cluster, _ := s.Label(clusterLabel)
+		if contract.ValidateClusterName(cluster) != nil {
+			out.Dropped++
+			continue
+		}
+		ss = append(ss, series{cluster, s.Value, i})
+	}
+	if !slices.IsSortedFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) }) {
+		slices.SortStableFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) })
+	}
+	dup := -1
+	for k := 1; k < len(ss); k++ {
+		if ss[k].cluster == ss[k-1].cluster && (dup < 0 || ss[k].at < ss[dup].at) {
+			dup = k
+		}
+	}
+	if dup >= 0 {
+		return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", ss[dup].cluster, name, clusterLabel, string(o.ScoreName))
+	}
+	values := make([]float64, len(ss))
+	for k := range ss {
+		values[k] = ss[k].value
+	}
+	scores, ok := make([]int32, len(ss)), make([]bool, len(ss))
+	o.Normalize.ApplyTo(values, scores, ok)
+	out.Items = make([]contract.ClusterScores, 0, len(ss))
+	one := make([]contract.Score, len(ss)) // every item's single score, in one allocation
+	for k := range ss {
+		if ok[k] {
+			one[k] = contract.Score{Name: name, Value: float64(scores[k])}
+			out.Items = append(out.Items, contract.ClusterScores{Cluster: ss[k].cluster, Scores: one[k : k+1 : k+1]})
+		}
 	}
 	return out, nil
 }

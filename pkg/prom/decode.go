@@ -1,0 +1,498 @@
+package prom
+
+import (
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/common/model"
+)
+
+// decodeAnswer reads a successful Prometheus API answer whose result is an instant vector or a
+// matrix in one pass over its bytes, building the result directly: client_golang reads such an
+// answer three times (envelope, data, result) and each sample once more through encoding/json,
+// which for a fleet's answer costs many times the scoring.
+//
+// It takes only the plain shape Prometheus writes: {"status":"success","data":{"resultType",
+// "result"},"warnings"?}, samples as {"metric":{...},"value":[ts,"v"]} or
+// {"metric":{...},"values":[[ts,"v"],...]}, strings without escapes or bytes outside printable
+// ASCII. Anything else (an error answer, histograms, escapes, an unknown key, a repeated key,
+// anything malformed) returns ok=false, and the caller decodes the answer as client_golang does,
+// which then gives the same result or error as before: this path changes nothing but the cost.
+func decodeAnswer(body []byte) (v model.Value, warnings []string, ok bool) {
+	d := decoder{b: body, names: map[string]model.LabelName{}}
+	v, warnings = d.answer()
+	if d.bad {
+		return nil, nil, false
+	}
+	return v, warnings, true
+}
+
+type decoder struct {
+	b   []byte
+	i   int
+	bad bool
+	// names interns label names: a fleet's series share a handful of them.
+	few   []model.LabelName
+	names map[string]model.LabelName
+	// pairs is scratch for one series' points, copied out at its exact length.
+	pairs []model.SamplePair
+}
+
+func (d *decoder) fail() { d.bad = true }
+
+func (d *decoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte (0 at the end).
+func (d *decoder) peek() byte {
+	d.ws()
+	if d.i < len(d.b) {
+		return d.b[d.i]
+	}
+	return 0
+}
+
+func (d *decoder) expect(c byte) {
+	if d.peek() != c {
+		d.fail()
+		return
+	}
+	d.i++
+}
+
+// str reads a string token without escapes, of printable ASCII only, and returns its bytes.
+func (d *decoder) str() []byte {
+	if d.peek() != '"' {
+		d.fail()
+		return nil
+	}
+	start := d.i + 1
+	for j := start; j < len(d.b); j++ {
+		c := d.b[j]
+		if c == '"' {
+			d.i = j + 1
+			return d.b[start:j]
+		}
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			d.fail()
+			return nil
+		}
+	}
+	d.fail()
+	return nil
+}
+
+// object calls field for each key of an object, which must read the key's value; a key seen
+// twice fails (decoders differ on which one wins).
+func (d *decoder) object(field func(key []byte)) {
+	d.expect('{')
+	if d.bad {
+		return
+	}
+	if d.peek() == '}' {
+		d.i++
+		return
+	}
+	for !d.bad {
+		k := d.str()
+		d.expect(':')
+		if d.bad {
+			return
+		}
+		field(k)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return
+		default:
+			d.fail()
+		}
+	}
+}
+
+// array calls elem for each element of an array, which must read it.
+func (d *decoder) array(elem func()) {
+	d.expect('[')
+	if d.bad {
+		return
+	}
+	if d.peek() == ']' {
+		d.i++
+		return
+	}
+	for !d.bad {
+		elem()
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *decoder) answer() (v model.Value, warnings []string) {
+	var seen [3]bool // status, data, warnings
+	once := func(k int) {
+		if seen[k] {
+			d.fail()
+		}
+		seen[k] = true
+	}
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "status":
+			once(0)
+			if string(d.str()) != "success" {
+				d.fail()
+			}
+		case "data":
+			once(1)
+			v = d.data()
+		case "warnings":
+			once(2)
+			warnings = []string{}
+			d.array(func() { warnings = append(warnings, string(d.str())) })
+		default:
+			d.fail()
+		}
+	})
+	d.ws()
+	if !seen[0] || !seen[1] || d.i != len(d.b) {
+		d.fail()
+	}
+	return v, warnings
+}
+
+func (d *decoder) data() (v model.Value) {
+	typ := ""
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "resultType":
+			if typ != "" {
+				d.fail()
+			}
+			typ = string(d.str())
+		case "result":
+			// Prometheus writes resultType first; an answer that does not is left to client_golang.
+			switch {
+			case v != nil:
+				d.fail()
+			case typ == model.ValVector.String():
+				v = d.vector()
+			case typ == model.ValMatrix.String():
+				v = d.matrix()
+			default:
+				d.fail()
+			}
+		default:
+			d.fail()
+		}
+	})
+	if v == nil {
+		d.fail()
+	}
+	return v
+}
+
+func (d *decoder) vector() model.Vector {
+	vec := model.Vector{}
+	d.array(func() {
+		s := &model.Sample{}
+		var seen [2]bool
+		d.object(func(key []byte) {
+			switch string(key) {
+			case "metric":
+				if seen[0] {
+					d.fail()
+				}
+				seen[0] = true
+				s.Metric = d.metric()
+			case "value":
+				if seen[1] {
+					d.fail()
+				}
+				seen[1] = true
+				p := d.pair()
+				s.Timestamp, s.Value = p.Timestamp, p.Value
+			default:
+				d.fail()
+			}
+		})
+		if !seen[0] || !seen[1] {
+			d.fail()
+		}
+		vec = append(vec, s)
+	})
+	return vec
+}
+
+func (d *decoder) matrix() model.Matrix {
+	m := model.Matrix{}
+	d.array(func() {
+		s := &model.SampleStream{}
+		var seen [2]bool
+		d.object(func(key []byte) {
+			switch string(key) {
+			case "metric":
+				if seen[0] {
+					d.fail()
+				}
+				seen[0] = true
+				s.Metric = d.metric()
+			case "values":
+				if seen[1] {
+					d.fail()
+				}
+				seen[1] = true
+				d.values()
+				if len(d.pairs) > 0 {
+					s.Values = slices.Clone(d.pairs)
+				}
+			default:
+				d.fail()
+			}
+		})
+		if !seen[0] || !seen[1] {
+			d.fail()
+		}
+		m = append(m, s)
+	})
+	return m
+}
+
+// name is the interned label name key: the few names of a result are compared in turn, which
+// costs less than hashing them; a result with many goes on to a map.
+func (d *decoder) name(key []byte) model.LabelName {
+	for _, n := range d.few {
+		if string(n) == string(key) {
+			return n
+		}
+	}
+	if n, ok := d.names[string(key)]; ok {
+		return n
+	}
+	n := model.LabelName(key)
+	if len(d.few) < 16 {
+		d.few = append(d.few, n)
+	} else {
+		d.names[string(n)] = n
+	}
+	return n
+}
+
+func (d *decoder) metric() model.Metric {
+	m := make(model.Metric, 4)
+	d.object(func(key []byte) {
+		name := d.name(key)
+		if _, dup := m[name]; dup {
+			d.fail()
+		}
+		m[name] = model.LabelValue(d.str())
+	})
+	return m
+}
+
+// pair reads [ts, "value"].
+func (d *decoder) pair() model.SamplePair {
+	var p model.SamplePair
+	d.expect('[')
+	p.Timestamp = d.timestamp()
+	d.expect(',')
+	p.Value = model.SampleValue(d.value())
+	d.expect(']')
+	return p
+}
+
+// timestamp reads seconds since the epoch as Prometheus writes them (up to millisecond
+// precision) into milliseconds, as model.Time's UnmarshalJSON does: more than three decimals are
+// cut, not rounded.
+func (d *decoder) timestamp() model.Time {
+	d.ws()
+	t, next, ok := parseTimestamp(d.b, d.i)
+	if !ok {
+		d.fail()
+		return 0
+	}
+	d.i = next
+	return t
+}
+
+// parseTimestamp parses the timestamp at b[i:], returning where it ends.
+func parseTimestamp(b []byte, i int) (model.Time, int, bool) {
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var sec int64
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		sec = sec*10 + int64(b[i]-'0')
+		i++
+	}
+	digits := i - start
+	// A leading zero before another digit is not JSON; over 18 digits might overflow.
+	if digits == 0 || digits > 18 || (digits > 1 && b[start] == '0') {
+		return 0, i, false
+	}
+	var ms int64
+	if i < len(b) && b[i] == '.' {
+		i++
+		fs := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			if i-fs < 3 {
+				ms = ms*10 + int64(b[i]-'0')
+			}
+			i++
+		}
+		n := i - fs
+		if n == 0 || n > 9 {
+			return 0, i, false
+		}
+		for k := n; k < 3; k++ {
+			ms *= 10
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		return 0, i, false
+	}
+	if neg {
+		// model.Time: base (negative) in seconds, plus the negated fraction.
+		return model.Time(-sec*1000 - ms), i, true
+	}
+	return model.Time(sec*1000 + ms), i, true
+}
+
+// values reads a series' points into d.pairs. Points written tightly, [ts,"v"] as Prometheus
+// writes them, are read in a loop of their own; any other spelling goes through pair.
+func (d *decoder) values() {
+	d.pairs = d.pairs[:0]
+	d.expect('[')
+	if d.bad {
+		return
+	}
+	if d.peek() == ']' {
+		d.i++
+		return
+	}
+	b := d.b
+	for !d.bad {
+		if p, next, ok := tightPair(b, d.i); ok {
+			d.pairs = append(d.pairs, p)
+			d.i = next
+		} else {
+			d.pairs = append(d.pairs, d.pair())
+		}
+		if d.i < len(b) && b[d.i] == ',' {
+			d.i++
+			continue
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return
+		default:
+			d.fail()
+		}
+	}
+}
+
+// tightPair reads [ts,"v"] at b[i:] with no whitespace and a plain value string.
+func tightPair(b []byte, i int) (model.SamplePair, int, bool) {
+	var p model.SamplePair
+	if i >= len(b) || b[i] != '[' {
+		return p, i, false
+	}
+	t, j, ok := parseTimestamp(b, i+1)
+	if !ok || j+1 >= len(b) || b[j] != ',' || b[j+1] != '"' {
+		return p, i, false
+	}
+	j += 2
+	start := j
+	for j < len(b) && b[j] != '"' {
+		if c := b[j]; c < 0x20 || c >= 0x7f || c == '\\' {
+			return p, i, false
+		}
+		j++
+	}
+	if j+1 >= len(b) || b[j+1] != ']' {
+		return p, i, false
+	}
+	v, ok := parseValue(b[start:j])
+	if !ok {
+		return p, i, false
+	}
+	p.Timestamp, p.Value = t, model.SampleValue(v)
+	return p, j + 2, true
+}
+
+// pow10 holds the powers of ten a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// value reads a sample value, a quoted number. A plain decimal of at most 15 significant digits
+// and 22 decimals is an exact integer divided by an exact power of ten, which IEEE division
+// rounds correctly: the same float64 strconv.ParseFloat returns, at a fraction of its cost.
+// Anything else (exponents, NaN, Inf, long mantissas) goes to strconv.ParseFloat.
+func (d *decoder) value() float64 {
+	s := d.str()
+	if d.bad {
+		return 0
+	}
+	f, ok := parseValue(s)
+	if !ok {
+		d.fail()
+	}
+	return f
+}
+
+func parseValue(s []byte) (float64, bool) {
+	i, neg := 0, false
+	if len(s) > 0 && s[0] == '-' {
+		neg, i = true, 1
+	}
+	var mant uint64
+	digits, frac, dot := 0, 0, false
+	simple := i < len(s)
+	for ; i < len(s) && simple; i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			mant = mant*10 + uint64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			simple = false
+		}
+	}
+	if simple && digits > 0 && digits <= 15 && frac <= 22 && s[len(s)-1] != '.' && s[0] != '.' && !(neg && s[1] == '.') {
+		f := float64(mant) / pow10[frac]
+		if neg {
+			f = -f
+		}
+		return f, true
+	}
+	f, err := strconv.ParseFloat(string(s), 64)
+	if err != nil {
+		return math.NaN(), false
+	}
+	return f, true
+}
