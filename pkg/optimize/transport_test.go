@@ -2,10 +2,8 @@ package optimize
 
 import (
 	"errors"
-	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // TestAssignPlansAreFeasible: the fixed-policy assignment (the Lagrangian heuristic's core) returns
@@ -75,11 +73,6 @@ func TestAssignPlansAreFeasible(t *testing.T) {
 			if (n.forced[w] >= 0 && int(n.forced[w]) != c) || n.forbid[w*m.nc+c] {
 				t.Fatalf("instance %d: workload %d on cluster %d, forced %d, forbidden %v", i, w, c, n.forced[w], n.forbid[w*m.nc+c])
 			}
-		}
-		// The policy search keeps plans feasible and reports their own value.
-		sp, scl, sv := m.policySearch(pol, acl, got, 1, time.Time{})
-		if check, ok := m.value(sp, scl); !ok || math.Abs(check-sv) > 1e-9 || sv < got {
-			t.Fatalf("instance %d: policy search reports %v from %v, plan worth %v (feasible %v)", i, sv, got, check, ok)
 		}
 	}
 	t.Logf("%d instances, %d missed; where found, the greedy's plans total %v, the assigned %v", tried, missed, sumGreedy, sumAssigned)
