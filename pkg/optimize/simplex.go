@@ -19,6 +19,7 @@ type simplex struct {
 	y     []float64 // the duals c_B·B⁻¹, after duals()
 	alpha []float64
 	since int // pivots since the inverse was last rebuilt
+	next  int // where partial pricing resumes
 }
 
 type lpCol struct {
@@ -109,15 +110,35 @@ func (s *simplex) solve() bool {
 		}
 		bland := degenerate > 30
 		enter, best := -1, simplexTol
-		for j := range s.cols {
-			if s.pos[j] >= 0 || s.cols[j].off {
-				continue
-			}
-			if d := s.reduced(j); d > best {
-				enter, best = j, d
-				if bland {
+		if bland {
+			for j := range s.cols {
+				if s.pos[j] < 0 && !s.cols[j].off && s.reduced(j) > simplexTol {
+					enter, best = j, s.reduced(j)
 					break
 				}
+			}
+		} else {
+			// Partial pricing: the best of a window of columns that has an improving one, the
+			// windows taken in turn; only a full round without one proves optimality.
+			nc := len(s.cols)
+			window := max(64, nc/8)
+			for k := 0; k < nc; k++ {
+				j := s.next + k
+				if j >= nc {
+					j -= nc
+				}
+				if s.pos[j] < 0 && !s.cols[j].off {
+					if d := s.reduced(j); d > best {
+						enter, best = j, d
+					}
+				}
+				if enter >= 0 && k+1 >= window {
+					s.next = j + 1
+					break
+				}
+			}
+			if s.next >= nc {
+				s.next = 0
 			}
 		}
 		if enter < 0 {
