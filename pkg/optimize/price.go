@@ -462,7 +462,7 @@ func (s *search) evaluateBP(pr *pricer, n *bpNode, stop func() bool) []*bpNode {
 	n.bound = res.bound
 	n.basis = res.basis
 	pol := s.rounded(pr, res, n.depth == 0)
-	if n.depth == 0 {
+	if n.depth == 0 && !bareTree {
 		s.dive(pr, n, stop)
 	}
 	if s.prunes(n.bound) {
@@ -536,6 +536,7 @@ func (s *search) evaluateBP(pr *pricer, n *bpNode, stop func() bool) []*bpNode {
 		le, ge := n.child(), n.child()
 		le.hi[bi] = k
 		ge.lo[bi] = k + 1
+		countBranches++
 		return []*bpNode{le, ge}
 	}
 	if res.artif {
@@ -551,6 +552,10 @@ const (
 	strongCandidates = 8
 	strongDepth      = 8
 )
+
+// bareTree turns the heuristics off (the greedy, rounding, the fixed-policy search, the dive),
+// so that tests see the tree alone find and prove optima.
+var bareTree = false
 
 // whole offers the plan of a master solution whose every cluster has one policy and whole group
 // counts.
@@ -585,7 +590,7 @@ func (s *search) rounded(pr *pricer, res *lpResult, root bool) []int {
 			}
 		}
 	}
-	if key := fmt.Sprint(pol); !pr.tried[key] {
+	if key := fmt.Sprint(pol); !pr.tried[key] && !bareTree {
 		pr.tried[key] = true
 		if root {
 			if cl, ok := m.assign(pol, nil); ok {
@@ -701,3 +706,6 @@ func (s *search) dive(pr *pricer, root *bpNode, stop func() bool) {
 		}
 	}
 }
+
+// countBranches counts branchings on group counts, for tests to see that they happen.
+var countBranches int

@@ -54,6 +54,9 @@ func Solve(ctx context.Context, pr Problem, opts Options) (*Solution, error) {
 	}
 	// A greedy plan gives the search a cutoff from the start.
 	for _, h := range []*hint{nil, m.roomiest()} {
+		if bareTree {
+			break
+		}
 		if pol, cl, ok := m.greedy(h); ok {
 			v, _ := m.value(pol, cl)
 			s.offer(v, pol, cl)
