@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestAssignPlansAreFeasible: the fixed-policy assignment (the Lagrangian heuristic's core) returns
+// TestAssignPlansAreFeasible: the fixed-policy assignment (the root's rounding heuristic) returns
 // plans that fit every cluster's supply and honour the node's forced and forbidden pairs, and it
 // nearly always finds one when the policies admit a plan (here: those of a known plan), better
 // than the greedy's on the same policies in total. Demands of 1 to 4 slices and some of
