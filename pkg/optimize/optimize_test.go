@@ -371,7 +371,7 @@ func TestSolveMediumInstancesBeatOrMatchGreedy(t *testing.T) {
 
 // TestSolveBudget: when the node budget runs out, Solve returns its best plan, marked not optimal,
 // with a bound no lower than the plan (and no lower than the proven optimum found without the
-// budget).
+// budget); so does a time limit, however early it stops.
 func TestSolveBudget(t *testing.T) {
 	pr := bench(rand.New(rand.NewPCG(20, 80)), 20, 5, 80)
 	s, err := Solve(context.Background(), pr, Options{MaxNodes: 1})
@@ -389,8 +389,24 @@ func TestSolveBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.Optimal && (full.Objective > s.Bound || full.Objective < v) {
+	if !full.Optimal {
+		t.Fatalf("not proven optimal in a minute: %+v", full)
+	}
+	if full.Objective > s.Bound || full.Objective < v {
 		t.Errorf("optimum %v outside [%v, %v]", full.Objective, v, s.Bound)
+	}
+	// A time limit that stops the root's column generation part way, or comes before it, still
+	// leaves an honest, finite bound (the reply is JSON): the Lagrangian bound of whatever duals
+	// it reached, at worst every workload's best score.
+	for _, limit := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond} {
+		ts, err := Solve(context.Background(), pr, Options{TimeLimit: limit})
+		if err != nil {
+			continue // stopped before any plan: allowed, and said
+		}
+		tv := checkPlan(t, pr, ts)
+		if math.IsInf(ts.Bound, 0) || ts.Bound < full.Objective || tv > full.Objective || (ts.Optimal && tv != full.Objective) {
+			t.Errorf("limit %v: plan %v, bound %v, optimal %v; optimum %v", limit, tv, ts.Bound, ts.Optimal, full.Objective)
+		}
 	}
 }
 

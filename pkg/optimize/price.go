@@ -79,9 +79,18 @@ type bpNode struct {
 	basis   []int // the parent's final basis in the master (nil: the artificials)
 }
 
+// child copies n's policies; the count bounds are shared until setBound changes them (most
+// branches only touch policies, and the bounds are clusters × groups).
 func (n *bpNode) child() *bpNode {
-	return &bpNode{allowed: append([]uint64(nil), n.allowed...), lo: append([]int32(nil), n.lo...),
-		hi: append([]int32(nil), n.hi...), bound: n.bound, depth: n.depth + 1, basis: n.basis}
+	return &bpNode{allowed: append([]uint64(nil), n.allowed...), lo: n.lo, hi: n.hi, bound: n.bound,
+		depth: n.depth + 1, basis: n.basis}
+}
+
+// setBound sets the count bounds of entry i (cluster × groups + group) on n alone.
+func (n *bpNode) setBound(i int, lo, hi int32) {
+	n.lo = append([]int32(nil), n.lo...)
+	n.hi = append([]int32(nil), n.hi...)
+	n.lo[i], n.hi[i] = lo, hi
 }
 
 // nodeQueue is best bound first, deeper first among equals, then oldest.
@@ -149,7 +158,20 @@ func newPricer(m *model) *pricer {
 
 func (pr *pricer) root() *bpNode {
 	m, ng := pr.m, pr.gr.n
-	n := &bpNode{allowed: make([]uint64, m.nc), lo: make([]int32, m.nc*ng), hi: make([]int32, m.nc*ng), bound: math.Inf(1)}
+	// Until a master is solved, no plan beats every workload on its best option.
+	best := 0.0
+	for w := range m.score {
+		b := math.Inf(-1)
+		for _, row := range m.score[w] {
+			for _, v := range row {
+				if !math.IsNaN(v) {
+					b = math.Max(b, v)
+				}
+			}
+		}
+		best += b
+	}
+	n := &bpNode{allowed: make([]uint64, m.nc), lo: make([]int32, m.nc*ng), hi: make([]int32, m.nc*ng), bound: best}
 	for c := range n.allowed {
 		n.allowed[c] = (uint64(1) << len(m.policies[c])) - 1
 		if len(m.policies[c]) == 64 {
@@ -534,8 +556,8 @@ func (s *search) evaluateBP(pr *pricer, n *bpNode, stop func() bool) []*bpNode {
 	if bi >= 0 {
 		k := int32(math.Floor(res.xcg[bi]))
 		le, ge := n.child(), n.child()
-		le.hi[bi] = k
-		ge.lo[bi] = k + 1
+		le.setBound(bi, le.lo[bi], k)
+		ge.setBound(bi, k+1, ge.hi[bi])
 		countBranches++
 		return []*bpNode{le, ge}
 	}
@@ -642,8 +664,8 @@ func (s *search) fixed(pr *pricer, pol []int, basis []int, budget int) {
 		k := int32(math.Floor(res.xcg[bi]))
 		le, ge := n.child(), n.child()
 		le.basis, ge.basis = res.basis, res.basis
-		le.hi[bi] = k
-		ge.lo[bi] = k + 1
+		le.setBound(bi, le.lo[bi], k)
+		ge.setBound(bi, k+1, ge.hi[bi])
 		if res.xcg[bi]-float64(k) > 0.5 {
 			stack = append(stack, le, ge)
 		} else {
@@ -700,9 +722,9 @@ func (s *search) dive(pr *pricer, root *bpNode, stop func() bool) {
 			return
 		}
 		if x := res.xcg[bi]; x < math.Round(x) {
-			n.lo[bi] = int32(math.Round(x))
+			n.setBound(bi, int32(math.Round(x)), n.hi[bi])
 		} else {
-			n.hi[bi] = int32(math.Round(x))
+			n.setBound(bi, n.lo[bi], int32(math.Round(x)))
 		}
 	}
 }
