@@ -282,15 +282,13 @@ func (pr *pricer) knapsack(n *bpNode, c, p int, pi []float64) (float64, bool) {
 
 // lpResult is a node's solved master.
 type lpResult struct {
-	bound  float64 // best Lagrangian bound seen at the node
-	value  float64 // the master's objective
-	lp     *simplex
-	basis  []int // the master's final basis, where the children start
-	artif  bool  // an artificial is still positive
-	xcp    [][]float64
-	xcg    []float64 // [c*ng+g]
-	infeas bool
-	pruned bool
+	bound  float64     // best Lagrangian bound seen at the node
+	basis  []int       // the master's final basis, where the children start
+	artif  bool        // an artificial (or a column the node bars) is still positive
+	xcp    [][]float64 // per cluster and policy, the weight of its patterns
+	xcg    []float64   // [c*ng+g]: per cluster, the group's count over its patterns
+	infeas bool        // no plan satisfies the node's constraints
+	pruned bool        // the bound fell under the incumbent
 }
 
 // solveNode runs column generation at n. prunes tells it when a bound can stop early.
@@ -308,7 +306,7 @@ func (pr *pricer) solveNode(n *bpNode, prunes func(float64) bool, stop func() bo
 		pr.lp = newSimplex(b, pr.bigM)
 	}
 	lp := pr.lp
-	res := &lpResult{bound: n.bound, lp: lp}
+	res := &lpResult{bound: n.bound}
 	// Columns the node excludes stay in the master at the artificials' cost, so a basis from the
 	// parent stays feasible and the simplex starts from it.
 	bar := func() {
@@ -417,7 +415,6 @@ func (pr *pricer) solveNode(n *bpNode, prunes func(float64) bool, stop func() bo
 			break
 		}
 	}
-	res.value = lp.objective()
 	res.basis = append([]int(nil), lp.basis...)
 	res.xcp = make([][]float64, m.nc)
 	for c := range res.xcp {
