@@ -6,12 +6,10 @@ import (
 	"sort"
 )
 
-// hint is what a branch-and-bound node tells the greedy: its constraints and the policies its
-// relaxation chose.
+// hint is what the greedy may be told: constraints, and a policy per cluster.
 type hint struct {
 	n      *node
 	choice []int
-	take   [][]int
 }
 
 // Greedy is a fast plan without a proof: workloads in order of regret (how much they lose if their

@@ -160,18 +160,36 @@ func random(r *rand.Rand, nc, np, nw int, kinds []string) Problem {
 }
 
 // TestSolveMatchesBruteForce: on 600 seeded random small instances (up to 3 clusters × 3
-// policies × 6 workloads, two resource kinds, missing scores, both senses) Solve's plan is
+// policies × 6 workloads, two resource kinds, missing scores, both senses; every fourth a packing
+// instance, 3 clusters × 6 workloads of demand 2-3 on supplies of 3 or 5) Solve's plan is
 // feasible, its objective is the brute-force optimum, and it reports infeasibility exactly when
-// brute force finds no plan.
+// brute force finds no plan. Stopped after one node, its plan is no better than the optimum and
+// its bound no worse; without heuristics, the tree alone finds and proves the optimum.
 func TestSolveMatchesBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(2026, 11))
-	feasible, infeasible := 0, 0
+	feasible, infeasible, noPlan := 0, 0, 0
 	for i := 0; i < 600; i++ {
 		kinds := []string{"gpu"}
 		if i%3 == 0 {
 			kinds = append(kinds, "cpu")
 		}
-		pr := random(r, 1+r.IntN(3), 1+r.IntN(3), 1+r.IntN(6), kinds)
+		nc, np, nw := 1+r.IntN(3), 1+r.IntN(3), 1+r.IntN(6)
+		if i%4 == 1 {
+			// Packing: odd supplies, demands of 2-3, many twins, so the master's group counts
+			// come out fractional and the search branches on them.
+			nc, np, nw, kinds = 3, 1+r.IntN(2), 6, []string{"gpu"}
+		}
+		pr := random(r, nc, np, nw, kinds)
+		if i%4 == 1 {
+			for c := range pr.Clusters {
+				for p := range pr.Clusters[c].Policies {
+					pr.Clusters[c].Policies[p].Supply = int64(3 + 2*r.IntN(2))
+				}
+			}
+			for w := range pr.Workloads {
+				pr.Workloads[w].Demand = int64(2 + r.IntN(2))
+			}
+		}
 		want, ok := bruteForce(pr)
 		got, err := Solve(context.Background(), pr, Options{})
 		if !ok {
@@ -190,7 +208,36 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		if v := checkPlan(t, pr, got); v != want {
 			t.Fatalf("instance %d (minimize=%v): Solve %v, brute force %v", i, pr.Minimize, v, want)
 		}
+		// Stopped after the root, the bound still holds the optimum and the plan is no better
+		// than it; optimal only when it is the optimum.
+		root, err := Solve(context.Background(), pr, Options{MaxNodes: 1})
+		if err != nil {
+			// Allowed: the budget ran out before any plan was found; never a claim of none.
+			if errors.Is(err, ErrInfeasible) || errors.Is(err, ErrNoOption) {
+				t.Fatalf("instance %d: one node: %v", i, err)
+			}
+			noPlan++
+			feasible++
+			continue
+		}
+		sign := 1.0
+		if pr.Minimize {
+			sign = -1
+		}
+		if v := checkPlan(t, pr, root); sign*v > sign*want || sign*root.Bound < sign*want || (root.Optimal && v != want) {
+			t.Fatalf("instance %d (minimize=%v): one node: plan %v, bound %v, optimal %v; optimum %v", i, pr.Minimize, v, root.Bound, root.Optimal, want)
+		}
+		// The tree alone, without the heuristics' plans, finds and proves the optimum too.
+		bareTree = true
+		bare, err := Solve(context.Background(), pr, Options{})
+		bareTree = false
+		if err != nil || !bare.Optimal || checkPlan(t, pr, bare) != want {
+			t.Fatalf("instance %d: without heuristics: %+v, %v; optimum %v", i, bare, err, want)
+		}
 		feasible++
+	}
+	if noPlan > 5 {
+		t.Errorf("one node found no plan on %d instances", noPlan)
 	}
 	// The generator must exercise both outcomes, or the test proves little.
 	if feasible < 200 || infeasible < 50 {
@@ -324,15 +371,15 @@ func TestSolveMediumInstancesBeatOrMatchGreedy(t *testing.T) {
 
 // TestSolveBudget: when the node budget runs out, Solve returns its best plan, marked not optimal,
 // with a bound no lower than the plan (and no lower than the proven optimum found without the
-// budget).
+// budget); so does a time limit, however early it stops.
 func TestSolveBudget(t *testing.T) {
-	pr := bench(rand.New(rand.NewPCG(7, 9)), 12, 4, 50)
-	s, err := Solve(context.Background(), pr, Options{MaxNodes: 2})
+	pr := bench(rand.New(rand.NewPCG(20, 80)), 20, 5, 80)
+	s, err := Solve(context.Background(), pr, Options{MaxNodes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Optimal {
-		t.Fatalf("2 nodes proved optimality; pick a harder instance")
+		t.Fatalf("the root proved optimality; pick a harder instance")
 	}
 	v := checkPlan(t, pr, s)
 	if s.Bound < v {
@@ -342,8 +389,24 @@ func TestSolveBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.Optimal && (full.Objective > s.Bound || full.Objective < v) {
+	if !full.Optimal {
+		t.Fatalf("not proven optimal in a minute: %+v", full)
+	}
+	if full.Objective > s.Bound || full.Objective < v {
 		t.Errorf("optimum %v outside [%v, %v]", full.Objective, v, s.Bound)
+	}
+	// A time limit that stops the root's column generation part way, or comes before it, still
+	// leaves an honest, finite bound (the reply is JSON): the Lagrangian bound of whatever duals
+	// it reached, at worst every workload's best score.
+	for _, limit := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond} {
+		ts, err := Solve(context.Background(), pr, Options{TimeLimit: limit})
+		if err != nil {
+			continue // stopped before any plan: allowed, and said
+		}
+		tv := checkPlan(t, pr, ts)
+		if math.IsInf(ts.Bound, 0) || ts.Bound < full.Objective || tv > full.Objective || (ts.Optimal && tv != full.Objective) {
+			t.Errorf("limit %v: plan %v, bound %v, optimal %v; optimum %v", limit, tv, ts.Bound, ts.Optimal, full.Objective)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"time"
 )
 
 // assign places every workload with the clusters' policies fixed, honouring n's forced and
@@ -219,44 +218,6 @@ func (m *model) makeRoom(pol, cl []int, used []int64, w int, allowed func(w, c i
 // constrained reports whether n forces or forbids anything a plan-wide local search could break.
 func (n *node) constrained() bool {
 	return slices.ContainsFunc(n.forced, func(c int32) bool { return c >= 0 }) || slices.Contains(n.forbid, true)
-}
-
-// policySearch improves a plan by switching one cluster's policy at a time, judging each switch by
-// the whole assignment re-solved with assign: a switch that looks bad with the workloads where
-// they are may be good once they are rearranged around it. It keeps every improving switch, and
-// stops early at deadline (when set).
-func (m *model) policySearch(pol, cl []int, v float64, rounds int, deadline time.Time) ([]int, []int, float64) {
-	pol = append([]int(nil), pol...)
-	cl = append([]int(nil), cl...)
-	for r := 0; r < rounds; r++ {
-		better := false
-		for c := 0; c < m.nc; c++ {
-			if !deadline.IsZero() && time.Now().After(deadline) {
-				return pol, cl, v
-			}
-			cur := pol[c]
-			for p := range m.policies[c] {
-				if p == cur {
-					continue
-				}
-				pol[c] = p
-				ncl, ok := m.assign(pol, nil)
-				if ok {
-					if nv, ok := m.value(pol, ncl); ok && nv > v+1e-9 {
-						cl, v, cur = ncl, nv, p
-						better = true
-						continue
-					}
-				}
-				pol[c] = cur
-			}
-			pol[c] = cur
-		}
-		if !better {
-			break
-		}
-	}
-	return pol, cl, v
 }
 
 // flow is a min-cost flow network solved by successive shortest paths (Bellman-Ford with a

@@ -2,13 +2,11 @@ package optimize
 
 import (
 	"errors"
-	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
-// TestAssignPlansAreFeasible: the fixed-policy assignment (the Lagrangian heuristic's core) returns
+// TestAssignPlansAreFeasible: the fixed-policy assignment (the root's rounding heuristic) returns
 // plans that fit every cluster's supply and honour the node's forced and forbidden pairs, and it
 // nearly always finds one when the policies admit a plan (here: those of a known plan), better
 // than the greedy's on the same policies in total. Demands of 1 to 4 slices and some of
@@ -75,11 +73,6 @@ func TestAssignPlansAreFeasible(t *testing.T) {
 			if (n.forced[w] >= 0 && int(n.forced[w]) != c) || n.forbid[w*m.nc+c] {
 				t.Fatalf("instance %d: workload %d on cluster %d, forced %d, forbidden %v", i, w, c, n.forced[w], n.forbid[w*m.nc+c])
 			}
-		}
-		// The policy search keeps plans feasible and reports their own value.
-		sp, scl, sv := m.policySearch(pol, acl, got, 1, time.Time{})
-		if check, ok := m.value(sp, scl); !ok || math.Abs(check-sv) > 1e-9 || sv < got {
-			t.Fatalf("instance %d: policy search reports %v from %v, plan worth %v (feasible %v)", i, sv, got, check, ok)
 		}
 	}
 	t.Logf("%d instances, %d missed; where found, the greedy's plans total %v, the assigned %v", tried, missed, sumGreedy, sumAssigned)
