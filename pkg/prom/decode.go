@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/scoreflow/scoreflow/pkg/jsonscan"
 )
 
 // decodeAnswer reads a successful Prometheus API answer whose result is an instant vector or a
@@ -20,18 +22,16 @@ import (
 // anything malformed) returns ok=false, and the caller decodes the answer as client_golang does,
 // which then gives the same result or error as before: this path changes nothing but the cost.
 func decodeAnswer(body []byte) (v model.Value, warnings []string, ok bool) {
-	d := decoder{b: body, names: map[string]model.LabelName{}}
+	d := decoder{Scanner: jsonscan.Scanner{B: body}, names: map[string]model.LabelName{}}
 	v, warnings = d.answer()
-	if d.bad {
+	if d.Bad {
 		return nil, nil, false
 	}
 	return v, warnings, true
 }
 
 type decoder struct {
-	b   []byte
-	i   int
-	bad bool
+	jsonscan.Scanner
 	// names interns label names: a fleet's series share a handful of them.
 	few   []model.LabelName
 	names map[string]model.LabelName
@@ -39,126 +39,20 @@ type decoder struct {
 	pairs []model.SamplePair
 }
 
-func (d *decoder) fail() { d.bad = true }
-
-func (d *decoder) ws() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-// peek skips whitespace and returns the next byte (0 at the end).
-func (d *decoder) peek() byte {
-	d.ws()
-	if d.i < len(d.b) {
-		return d.b[d.i]
-	}
-	return 0
-}
-
-func (d *decoder) expect(c byte) {
-	if d.peek() != c {
-		d.fail()
-		return
-	}
-	d.i++
-}
-
-// str reads a string token without escapes, of printable ASCII only, and returns its bytes.
-func (d *decoder) str() []byte {
-	if d.peek() != '"' {
-		d.fail()
-		return nil
-	}
-	start := d.i + 1
-	for j := start; j < len(d.b); j++ {
-		c := d.b[j]
-		if c == '"' {
-			d.i = j + 1
-			return d.b[start:j]
-		}
-		if c < 0x20 || c >= 0x7f || c == '\\' {
-			d.fail()
-			return nil
-		}
-	}
-	d.fail()
-	return nil
-}
-
-// object calls field for each key of an object, which must read the key's value; a key seen
-// twice fails (decoders differ on which one wins).
-func (d *decoder) object(field func(key []byte)) {
-	d.expect('{')
-	if d.bad {
-		return
-	}
-	if d.peek() == '}' {
-		d.i++
-		return
-	}
-	for !d.bad {
-		k := d.str()
-		d.expect(':')
-		if d.bad {
-			return
-		}
-		field(k)
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return
-		default:
-			d.fail()
-		}
-	}
-}
-
-// array calls elem for each element of an array, which must read it.
-func (d *decoder) array(elem func()) {
-	d.expect('[')
-	if d.bad {
-		return
-	}
-	if d.peek() == ']' {
-		d.i++
-		return
-	}
-	for !d.bad {
-		elem()
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return
-		default:
-			d.fail()
-		}
-	}
-}
-
 func (d *decoder) answer() (v model.Value, warnings []string) {
 	var seen [3]bool // status, data, warnings
 	once := func(k int) {
 		if seen[k] {
-			d.fail()
+			d.Fail()
 		}
 		seen[k] = true
 	}
-	d.object(func(key []byte) {
+	d.Object(func(key []byte) {
 		switch string(key) {
 		case "status":
 			once(0)
-			if string(d.str()) != "success" {
-				d.fail()
+			if string(d.Str()) != "success" {
+				d.Fail()
 			}
 		case "data":
 			once(1)
@@ -166,75 +60,75 @@ func (d *decoder) answer() (v model.Value, warnings []string) {
 		case "warnings":
 			once(2)
 			warnings = []string{}
-			d.array(func() { warnings = append(warnings, string(d.str())) })
+			d.Array(func() { warnings = append(warnings, string(d.Str())) })
 		default:
-			d.fail()
+			d.Fail()
 		}
 	})
-	d.ws()
-	if !seen[0] || !seen[1] || d.i != len(d.b) {
-		d.fail()
+	d.WS()
+	if !seen[0] || !seen[1] || d.I != len(d.B) {
+		d.Fail()
 	}
 	return v, warnings
 }
 
 func (d *decoder) data() (v model.Value) {
 	typ := ""
-	d.object(func(key []byte) {
+	d.Object(func(key []byte) {
 		switch string(key) {
 		case "resultType":
 			if typ != "" {
-				d.fail()
+				d.Fail()
 			}
-			typ = string(d.str())
+			typ = string(d.Str())
 		case "result":
 			// Prometheus writes resultType first; an answer that does not is left to client_golang.
 			switch {
 			case v != nil:
-				d.fail()
+				d.Fail()
 			case typ == model.ValVector.String():
 				v = d.vector()
 			case typ == model.ValMatrix.String():
 				v = d.matrix()
 			default:
-				d.fail()
+				d.Fail()
 			}
 		default:
-			d.fail()
+			d.Fail()
 		}
 	})
 	if v == nil {
-		d.fail()
+		d.Fail()
 	}
 	return v
 }
 
 func (d *decoder) vector() model.Vector {
 	vec := model.Vector{}
-	d.array(func() {
+	d.Array(func() {
 		s := &model.Sample{}
 		var seen [2]bool
-		d.object(func(key []byte) {
+		d.Object(func(key []byte) {
 			switch string(key) {
 			case "metric":
 				if seen[0] {
-					d.fail()
+					d.Fail()
 				}
 				seen[0] = true
 				s.Metric = d.metric()
 			case "value":
 				if seen[1] {
-					d.fail()
+					d.Fail()
 				}
 				seen[1] = true
 				p := d.pair()
 				s.Timestamp, s.Value = p.Timestamp, p.Value
 			default:
-				d.fail()
+				d.Fail()
 			}
 		})
 		if !seen[0] || !seen[1] {
-			d.fail()
+			d.Fail()
 		}
 		vec = append(vec, s)
 	})
@@ -243,20 +137,20 @@ func (d *decoder) vector() model.Vector {
 
 func (d *decoder) matrix() model.Matrix {
 	m := model.Matrix{}
-	d.array(func() {
+	d.Array(func() {
 		s := &model.SampleStream{}
 		var seen [2]bool
-		d.object(func(key []byte) {
+		d.Object(func(key []byte) {
 			switch string(key) {
 			case "metric":
 				if seen[0] {
-					d.fail()
+					d.Fail()
 				}
 				seen[0] = true
 				s.Metric = d.metric()
 			case "values":
 				if seen[1] {
-					d.fail()
+					d.Fail()
 				}
 				seen[1] = true
 				d.values()
@@ -264,11 +158,11 @@ func (d *decoder) matrix() model.Matrix {
 					s.Values = slices.Clone(d.pairs)
 				}
 			default:
-				d.fail()
+				d.Fail()
 			}
 		})
 		if !seen[0] || !seen[1] {
-			d.fail()
+			d.Fail()
 		}
 		m = append(m, s)
 	})
@@ -297,12 +191,12 @@ func (d *decoder) name(key []byte) model.LabelName {
 
 func (d *decoder) metric() model.Metric {
 	m := make(model.Metric, 4)
-	d.object(func(key []byte) {
+	d.Object(func(key []byte) {
 		name := d.name(key)
 		if _, dup := m[name]; dup {
-			d.fail()
+			d.Fail()
 		}
-		m[name] = model.LabelValue(d.str())
+		m[name] = model.LabelValue(d.Str())
 	})
 	return m
 }
@@ -310,11 +204,11 @@ func (d *decoder) metric() model.Metric {
 // pair reads [ts, "value"].
 func (d *decoder) pair() model.SamplePair {
 	var p model.SamplePair
-	d.expect('[')
+	d.Expect('[')
 	p.Timestamp = d.timestamp()
-	d.expect(',')
+	d.Expect(',')
 	p.Value = model.SampleValue(d.value())
-	d.expect(']')
+	d.Expect(']')
 	return p
 }
 
@@ -322,13 +216,13 @@ func (d *decoder) pair() model.SamplePair {
 // precision) into milliseconds, as model.Time's UnmarshalJSON does: more than three decimals are
 // cut, not rounded.
 func (d *decoder) timestamp() model.Time {
-	d.ws()
-	t, next, ok := parseTimestamp(d.b, d.i)
+	d.WS()
+	t, next, ok := parseTimestamp(d.B, d.I)
 	if !ok {
-		d.fail()
+		d.Fail()
 		return 0
 	}
-	d.i = next
+	d.I = next
 	return t
 }
 
@@ -381,34 +275,34 @@ func parseTimestamp(b []byte, i int) (model.Time, int, bool) {
 // writes them, are read in a loop of their own; any other spelling goes through pair.
 func (d *decoder) values() {
 	d.pairs = d.pairs[:0]
-	d.expect('[')
-	if d.bad {
+	d.Expect('[')
+	if d.Bad {
 		return
 	}
-	if d.peek() == ']' {
-		d.i++
+	if d.Peek() == ']' {
+		d.I++
 		return
 	}
-	b := d.b
-	for !d.bad {
-		if p, next, ok := tightPair(b, d.i); ok {
+	b := d.B
+	for !d.Bad {
+		if p, next, ok := tightPair(b, d.I); ok {
 			d.pairs = append(d.pairs, p)
-			d.i = next
+			d.I = next
 		} else {
 			d.pairs = append(d.pairs, d.pair())
 		}
-		if d.i < len(b) && b[d.i] == ',' {
-			d.i++
+		if d.I < len(b) && b[d.I] == ',' {
+			d.I++
 			continue
 		}
-		switch d.peek() {
+		switch d.Peek() {
 		case ',':
-			d.i++
+			d.I++
 		case ']':
-			d.i++
+			d.I++
 			return
 		default:
-			d.fail()
+			d.Fail()
 		}
 	}
 }
@@ -450,13 +344,13 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // rounds correctly: the same float64 strconv.ParseFloat returns, at a fraction of its cost.
 // Anything else (exponents, NaN, Inf, long mantissas) goes to strconv.ParseFloat.
 func (d *decoder) value() float64 {
-	s := d.str()
-	if d.bad {
+	s := d.Str()
+	if d.Bad {
 		return 0
 	}
 	f, ok := parseValue(s)
 	if !ok {
-		d.fail()
+		d.Fail()
 	}
 	return f
 }

@@ -16,6 +16,8 @@ import (
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/scoreflow/scoreflow/pkg/jsonscan"
 )
 
 // answerOnce is an api.Client whose every request gets body with status 200: client_golang's own
@@ -354,11 +356,11 @@ func TestValueMatchesParseFloat(t *testing.T) {
 				s = string(digits)
 			}
 		}
-		d := decoder{b: []byte(`"` + s + `"`)}
+		d := decoder{Scanner: jsonscan.Scanner{B: []byte(`"` + s + `"`)}}
 		got := d.value()
 		want, err := strconv.ParseFloat(s, 64)
-		if d.bad != (err != nil) || (err == nil && !sameFloat(got, want)) {
-			t.Fatalf("%q: %v (bad %v), ParseFloat %v (%v)", s, got, d.bad, want, err)
+		if d.Bad != (err != nil) || (err == nil && !sameFloat(got, want)) {
+			t.Fatalf("%q: %v (bad %v), ParseFloat %v (%v)", s, got, d.Bad, want, err)
 		}
 	}
 }
