@@ -14,7 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	sigsjson "sigs.k8s.io/json"
 
+	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/promcanned"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
@@ -36,6 +38,16 @@ func BenchmarkHandle1000(b *testing.B)  { benchHandle(b, 1000) }
 func BenchmarkHandle10000(b *testing.B) { benchHandle(b, 10000) }
 
 func benchHandle(b *testing.B, n int) {
+	client := clusterclient.NewForConfigOrDie(&rest.Config{Host: "http://hub.invalid", Transport: cannedHub(benchList(b, n)), QPS: -1})
+	s := &Scorer{Resource: "cluster-health", ScoreName: "health", ValidFor: DefaultValidFor, Clusters: HubClusters{Client: client},
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Now: func() time.Time { return now }}
+	h := scorer.Handler("/scorers/health", s.Routes())
+	promcanned.BenchHandle(b, h, functest.Ping(`{}`), n)
+}
+
+// benchList is a ManagedClusterList of n clusters, one in ten of them Unreachable, as the API
+// server writes it.
+func benchList(b *testing.B, n int) []byte {
 	list := clusterv1.ManagedClusterList{TypeMeta: metav1.TypeMeta{APIVersion: "cluster.open-cluster-management.io/v1", Kind: "ManagedClusterList"}}
 	for i := range n {
 		avail := metav1.ConditionTrue
@@ -60,9 +72,34 @@ func benchHandle(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := clusterclient.NewForConfigOrDie(&rest.Config{Host: "http://hub.invalid", Transport: cannedHub(body), QPS: -1})
-	s := &Scorer{Resource: "cluster-health", ScoreName: "health", ValidFor: DefaultValidFor, Clusters: HubClusters{Client: client},
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Now: func() time.Time { return now }}
-	h := scorer.Handler("/scorers/health", s.Routes())
-	promcanned.BenchHandle(b, h, functest.Ping(`{}`), n)
+	return body
+}
+
+// BenchmarkDecodeList10000 decodes the list of BenchmarkHandle10000 alone, in one pass
+// (scanListPage) and as it was before, with sigs.k8s.io/json.
+func BenchmarkDecodeList10000(b *testing.B) {
+	raw := benchList(b, 10000)
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		cpu := benchcpu.Start()
+		for b.Loop() {
+			if _, ok := scanListPage(raw); !ok {
+				b.Fatal("not taken")
+			}
+		}
+		cpu.Report(b)
+	})
+	b.Run("sigsjson", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		cpu := benchcpu.Start()
+		for b.Loop() {
+			var page listPage
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &page); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.Report(b)
+	})
 }

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -36,16 +37,21 @@ func (h HubClusters) List(ctx context.Context) ([]ManagedCluster, error) {
 	for {
 		// The list's JSON is read into the fields the score uses only (listPage), not into whole
 		// ManagedCluster objects: decoding every field of a fleet's clusters cost several times
-		// scoring them. The request, and its errors, are the typed client's List.
+		// scoring them. A plain page is read in one pass (scanListPage); any other goes through
+		// sigs.k8s.io/json, as client-go decodes. The request, and its errors, are the typed
+		// client's List.
 		raw, err := h.Client.ClusterV1().RESTClient().Get().Resource("managedclusters").
 			VersionedParams(&opts, clusterscheme.ParameterCodec).Do(ctx).Raw()
 		if err != nil {
 			return nil, err
 		}
-		var page listPage
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding the ManagedClusterList: %w", err)
+		page, ok := scanListPage(raw)
+		if !ok {
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &page); err != nil {
+				return nil, fmt.Errorf("decoding the ManagedClusterList: %w", err)
+			}
 		}
+		out = slices.Grow(out, len(page.Items))
 		for i := range page.Items {
 			out = append(out, page.Items[i].managedCluster())
 		}
@@ -76,19 +82,22 @@ type listItem struct {
 		LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
 	} `json:"spec"`
 	Status struct {
-		Conditions []struct {
-			Type               string                 `json:"type"`
-			Status             metav1.ConditionStatus `json:"status"`
-			Reason             string                 `json:"reason"`
-			LastTransitionTime metav1.Time            `json:"lastTransitionTime"`
-		} `json:"conditions,omitempty"`
+		Conditions []listCondition `json:"conditions,omitempty"`
 	} `json:"status"`
+}
+
+// listCondition is one condition of a listItem.
+type listCondition struct {
+	Type               string                 `json:"type"`
+	Status             metav1.ConditionStatus `json:"status"`
+	Reason             string                 `json:"reason"`
+	LastTransitionTime metav1.Time            `json:"lastTransitionTime"`
 }
 
 // managedCluster is FromAPI of the item: the same fields, set the same way.
 func (it *listItem) managedCluster() ManagedCluster {
 	var mc ManagedCluster
-	mc.APIVersion = clusterv1.SchemeGroupVersion.String()
+	mc.APIVersion = apiVersion
 	mc.Kind = Kind
 	mc.Metadata.Name = it.Metadata.Name
 	if it.Metadata.DeletionTimestamp != nil {
@@ -97,6 +106,9 @@ func (it *listItem) managedCluster() ManagedCluster {
 	}
 	mc.Spec.HubAcceptsClient = it.Spec.HubAcceptsClient
 	mc.Spec.LeaseDurationSeconds = it.Spec.LeaseDurationSeconds
+	if n := len(it.Status.Conditions); n > 0 {
+		mc.Status.Conditions = make([]Condition, 0, n)
+	}
 	for _, cond := range it.Status.Conditions {
 		mc.Status.Conditions = append(mc.Status.Conditions, Condition{
 			Type: cond.Type, Status: string(cond.Status), Reason: cond.Reason, LastTransitionTime: cond.LastTransitionTime.Time,
@@ -105,10 +117,13 @@ func (it *listItem) managedCluster() ManagedCluster {
 	return mc
 }
 
+// apiVersion is a ManagedCluster's, worked out once rather than for each cluster of a list.
+var apiVersion = clusterv1.SchemeGroupVersion.String()
+
 // FromAPI copies the fields the score reads from an OCM ManagedCluster.
 func FromAPI(c *clusterv1.ManagedCluster) ManagedCluster {
 	var mc ManagedCluster
-	mc.APIVersion = clusterv1.SchemeGroupVersion.String()
+	mc.APIVersion = apiVersion
 	mc.Kind = Kind
 	mc.Metadata.Name = c.Name
 	if c.DeletionTimestamp != nil {

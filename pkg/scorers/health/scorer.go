@@ -133,6 +133,9 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	}
 	items := make([]contract.ClusterScores, 0, len(clusters))
 	states := map[string]int{}
+	// Each cluster's line is built only when it is logged: its attributes alone cost a fleet's
+	// ping more than assessing it.
+	debug := s.Log.Enabled(ctx, slog.LevelDebug)
 	for i := range clusters {
 		mc := &clusters[i]
 		if err := contract.ValidateClusterName(mc.Metadata.Name); err != nil {
@@ -141,7 +144,9 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 		}
 		a := Assess(mc, false, at)
 		states[a.State]++
-		s.Log.Debug("cluster health", "cluster", mc.Metadata.Name, "event", e.Type(), "state", a.State, "score", a.Score, "detail", a.Detail)
+		if debug {
+			s.Log.Debug("cluster health", "cluster", mc.Metadata.Name, "event", e.Type(), "state", a.State, "score", a.Score, "detail", a.Detail)
+		}
 		if a.Scored() {
 			items = append(items, s.item(mc.Metadata.Name, a))
 		}
