@@ -87,6 +87,11 @@ func appendString(b []byte, s string) []byte {
 // appendFloat appends a finite f as encoding/json writes a float64.
 func appendFloat(b []byte, f float64) []byte {
 	abs := math.Abs(f)
+	if abs < 1e15 && f == math.Trunc(f) && (f != 0 || !math.Signbit(f)) {
+		// A whole number (every score is one) well inside float64's exact integers: its shortest
+		// decimal is its integer's digits, written without strconv's float formatting.
+		return strconv.AppendInt(b, int64(f), 10)
+	}
 	format := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'

@@ -151,3 +151,27 @@ func TestRepeatedScoreName(t *testing.T) {
 		}
 	}
 }
+
+// Whole numbers of every magnitude, around the powers of two and ten, and negative zero are
+// written as encoding/json writes them.
+func TestAppendFloatWholeNumbers(t *testing.T) {
+	var fs []float64
+	for k := range 70 {
+		for _, base := range []float64{math.Ldexp(1, k), math.Pow(10, float64(k)/3)} {
+			base = math.Trunc(base)
+			for _, d := range []float64{-1, 0, 1} {
+				fs = append(fs, base+d, -(base + d))
+			}
+		}
+	}
+	fs = append(fs, math.Copysign(0, -1), 999999999999999, 1e15, 1e15-1, 1e15+1, 123456789012345, -0.5, 0.5)
+	for _, f := range fs {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat(nil, f); string(got) != string(want) {
+			t.Errorf("appendFloat(%v) = %s, json.Marshal %s", f, got, want)
+		}
+	}
+}

@@ -9,11 +9,22 @@
 // always gave: a Scanner changes what a decode costs, never what it gives.
 package jsonscan
 
+import "slices"
+
 // Scanner reads B from I.
 type Scanner struct {
 	B   []byte
 	I   int
 	Bad bool
+}
+
+// Grow makes room in s for one more element, doubling it when it is full: append grows a large
+// slice by a quarter, which for a fleet's result means copying it many times over.
+func Grow[T any](s []T) []T {
+	if len(s) < cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(len(s), 8))
 }
 
 // maxDepth bounds the nesting Skip follows; deeper input is left to the general decoder

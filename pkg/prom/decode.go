@@ -2,7 +2,6 @@ package prom
 
 import (
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/prometheus/common/model"
@@ -35,8 +34,33 @@ type decoder struct {
 	// names interns label names: a fleet's series share a handful of them.
 	few   []model.LabelName
 	names map[string]model.LabelName
+	// recent interns the values of the label few[k]: its last few values, compared in turn. A
+	// fleet's series come grouped by cluster and share a few values of each other label (a
+	// resource, a device), so most values are one already made.
+	recent [][recentValues]model.LabelValue
 	// pairs is scratch for one series' points, copied out at its exact length.
 	pairs []model.SamplePair
+	// samples, streams and points are where the samples, series and points of the result are
+	// taken from, a block at a time rather than one allocation each.
+	samples []model.Sample
+	streams []model.SampleStream
+	points  []model.SamplePair
+}
+
+// recentValues is how many values of a label are kept for reuse.
+const recentValues = 4
+
+// blockSize is how many samples or series a block holds, and (times 64) how many points.
+const blockSize = 256
+
+// take returns the next element of *block, starting a new block when it is full. Each element
+// is used for one sample or series only: those of a full block stay where they are.
+func take[T any](block *[]T) *T {
+	if len(*block) == cap(*block) {
+		*block = make([]T, 0, blockSize)
+	}
+	*block = (*block)[:len(*block)+1]
+	return &(*block)[len(*block)-1]
 }
 
 func (d *decoder) answer() (v model.Value, warnings []string) {
@@ -106,7 +130,7 @@ func (d *decoder) data() (v model.Value) {
 func (d *decoder) vector() model.Vector {
 	vec := model.Vector{}
 	d.Array(func() {
-		s := &model.Sample{}
+		s := take(&d.samples)
 		var seen [2]bool
 		d.Object(func(key []byte) {
 			switch string(key) {
@@ -130,7 +154,7 @@ func (d *decoder) vector() model.Vector {
 		if !seen[0] || !seen[1] {
 			d.Fail()
 		}
-		vec = append(vec, s)
+		vec = append(jsonscan.Grow(vec), s)
 	})
 	return vec
 }
@@ -138,7 +162,7 @@ func (d *decoder) vector() model.Vector {
 func (d *decoder) matrix() model.Matrix {
 	m := model.Matrix{}
 	d.Array(func() {
-		s := &model.SampleStream{}
+		s := take(&d.streams)
 		var seen [2]bool
 		d.Object(func(key []byte) {
 			switch string(key) {
@@ -154,8 +178,15 @@ func (d *decoder) matrix() model.Matrix {
 				}
 				seen[1] = true
 				d.values()
-				if len(d.pairs) > 0 {
-					s.Values = slices.Clone(d.pairs)
+				if n := len(d.pairs); n > 0 {
+					// Each series' points in a block of points, at their exact length: an
+					// append to them copies them out rather than writing over the next series'.
+					if cap(d.points)-len(d.points) < n {
+						d.points = make([]model.SamplePair, 0, max(n, 64*blockSize))
+					}
+					start := len(d.points)
+					d.points = append(d.points, d.pairs...)
+					s.Values = d.points[start:len(d.points):len(d.points)]
 				}
 			default:
 				d.Fail()
@@ -164,39 +195,59 @@ func (d *decoder) matrix() model.Matrix {
 		if !seen[0] || !seen[1] {
 			d.Fail()
 		}
-		m = append(m, s)
+		m = append(jsonscan.Grow(m), s)
 	})
 	return m
 }
 
-// name is the interned label name key: the few names of a result are compared in turn, which
-// costs less than hashing them; a result with many goes on to a map.
-func (d *decoder) name(key []byte) model.LabelName {
-	for _, n := range d.few {
+// name is the interned label name key, and its index in few (-1 if it is not there): the few
+// names of a result are compared in turn, which costs less than hashing them; a result with many
+// goes on to a map.
+func (d *decoder) name(key []byte) (model.LabelName, int) {
+	for k, n := range d.few {
 		if string(n) == string(key) {
-			return n
+			return n, k
 		}
 	}
 	if n, ok := d.names[string(key)]; ok {
-		return n
+		return n, -1
 	}
 	n := model.LabelName(key)
 	if len(d.few) < 16 {
 		d.few = append(d.few, n)
-	} else {
-		d.names[string(n)] = n
+		d.recent = append(d.recent, [recentValues]model.LabelValue{})
+		return n, len(d.few) - 1
 	}
-	return n
+	d.names[string(n)] = n
+	return n, -1
+}
+
+// labelValue reads the value of label few[k] (k -1: of another label), interned as recent says.
+func (d *decoder) labelValue(k int) model.LabelValue {
+	b := d.Str()
+	if k < 0 {
+		return model.LabelValue(b)
+	}
+	r := &d.recent[k]
+	for _, v := range r {
+		if string(v) == string(b) {
+			return v
+		}
+	}
+	v := model.LabelValue(b)
+	copy(r[1:], r[:])
+	r[0] = v
+	return v
 }
 
 func (d *decoder) metric() model.Metric {
 	m := make(model.Metric, 4)
 	d.Object(func(key []byte) {
-		name := d.name(key)
+		name, k := d.name(key)
 		if _, dup := m[name]; dup {
 			d.Fail()
 		}
-		m[name] = model.LabelValue(d.Str())
+		m[name] = d.labelValue(k)
 	})
 	return m
 }

@@ -410,3 +410,34 @@ func TestClientAnswers(t *testing.T) {
 		t.Errorf("bad_data: %v, want a bad query quoting it", err)
 	}
 }
+
+// Series read into shared blocks stay apart: appending to one series' points leaves the next
+// series' as they were, and every sample and series is a value of its own.
+func TestDecodedSeriesAreApart(t *testing.T) {
+	body := []byte(`{"status":"success","data":{"resultType":"matrix","result":[` +
+		`{"metric":{"cluster":"a"},"values":[[1,"1"],[2,"2"]]},{"metric":{"cluster":"a"},"values":[[1,"3"]]},` +
+		`{"metric":{"cluster":"b"},"values":[[1,"4"]]}]}}`)
+	v, _, ok := decodeAnswer(body)
+	if !ok {
+		t.Fatal("not taken")
+	}
+	m := v.(model.Matrix)
+	m[0].Values = append(m[0].Values, model.SamplePair{Timestamp: 3, Value: 99})
+	m[0].Metric["cluster"] = "z"
+	if got := m[1].Values; len(got) != 1 || got[0].Value != 3 || m[1].Metric["cluster"] != "a" {
+		t.Fatalf("second series changed: %v %v", m[1].Metric, got)
+	}
+	if m[0] == m[1] || m[1] == m[2] {
+		t.Fatal("two series share a value")
+	}
+	body = []byte(`{"status":"success","data":{"resultType":"vector","result":[` +
+		`{"metric":{"cluster":"a"},"value":[1,"1"]},{"metric":{"cluster":"a"},"value":[1,"2"]}]}}`)
+	if v, _, ok = decodeAnswer(body); !ok {
+		t.Fatal("not taken")
+	}
+	vec := v.(model.Vector)
+	vec[0].Value = 7
+	if vec[1].Value != 2 || vec[0] == vec[1] {
+		t.Fatalf("second sample changed: %v", vec[1])
+	}
+}

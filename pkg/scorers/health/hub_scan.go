@@ -2,7 +2,6 @@ package health
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +42,7 @@ func scanListPage(raw []byte) (page listPage, ok bool) {
 			}
 			page.Items = []listItem{}
 			d.Array(func() {
-				page.Items = append(grow(page.Items), listItem{})
+				page.Items = append(jsonscan.Grow(page.Items), listItem{})
 				d.item(&page.Items[len(page.Items)-1])
 			})
 		default:
@@ -70,15 +69,6 @@ type pageScanner struct {
 	// together.
 	lastTime     metav1.Time
 	lastTimeText string
-}
-
-// grow makes room for one more element, doubling a full slice: append grows a large slice by a
-// quarter, copying a fleet's page many times over.
-func grow[T any](s []T) []T {
-	if len(s) < cap(s) {
-		return s
-	}
-	return slices.Grow(s, max(len(s), 8))
 }
 
 // keys are the read keys of one object seen so far: one given twice is left to the general
@@ -147,7 +137,7 @@ func (d *pageScanner) item(it *listItem) {
 				}
 				start := len(d.conds)
 				d.Array(func() {
-					d.conds = append(grow(d.conds), listCondition{})
+					d.conds = append(jsonscan.Grow(d.conds), listCondition{})
 					d.condition(&d.conds[len(d.conds)-1])
 				})
 				it.Status.Conditions = d.conds[start:len(d.conds):len(d.conds)]
