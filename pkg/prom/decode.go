@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 
@@ -285,6 +286,9 @@ func parseTimestamp(b []byte, i int) (model.Time, int, bool) {
 	}
 	start := i
 	var sec int64
+	if v, ok := eightDigits(b, i); ok {
+		sec, i = int64(v), i+8
+	}
 	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
 		sec = sec*10 + int64(b[i]-'0')
 		i++
@@ -358,6 +362,23 @@ func (d *decoder) values() {
 	}
 }
 
+// eightDigits reads the eight bytes at b[i:] as a decimal number, if they are all digits, in a
+// few word operations rather than a loop: a range answer's timestamps are ten digits each.
+func eightDigits(b []byte, i int) (uint64, bool) {
+	if len(b)-i < 8 {
+		return 0, false
+	}
+	v := binary.LittleEndian.Uint64(b[i:]) // the first digit in the lowest byte
+	// A byte is a digit when its high half is 3 and adding 6 leaves it 3.
+	if v&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 || (v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 {
+		return 0, false
+	}
+	v &= 0x0F0F0F0F0F0F0F0F
+	v = (v*10 + v>>8) & 0x00FF00FF00FF00FF   // pairs of digits, in every other byte
+	v = (v*100 + v>>16) & 0x0000FFFF0000FFFF // fours, in every other 16 bits
+	return (v*10000 + v>>32) & 0xFFFFFFFF, true
+}
+
 // tightPair reads [ts,"v"] at b[i:] with no whitespace and a plain value string.
 func tightPair(b []byte, i int) (model.SamplePair, int, bool) {
 	var p model.SamplePair
@@ -369,22 +390,61 @@ func tightPair(b []byte, i int) (model.SamplePair, int, bool) {
 		return p, i, false
 	}
 	j += 2
-	start := j
-	for j < len(b) && b[j] != '"' {
-		if c := b[j]; c < 0x20 || c >= 0x7f || c == '\\' {
+	v, end, ok := plainValue(b, j)
+	if !ok {
+		start := j
+		for j < len(b) && b[j] != '"' {
+			if c := b[j]; c < 0x20 || c >= 0x7f || c == '\\' {
+				return p, i, false
+			}
+			j++
+		}
+		if v, ok = parseValue(b[start:j]); !ok {
 			return p, i, false
 		}
-		j++
+		end = j
 	}
-	if j+1 >= len(b) || b[j+1] != ']' {
-		return p, i, false
-	}
-	v, ok := parseValue(b[start:j])
-	if !ok {
+	if end+1 >= len(b) || b[end+1] != ']' {
 		return p, i, false
 	}
 	p.Timestamp, p.Value = t, model.SampleValue(v)
-	return p, j + 2, true
+	return p, end + 2, true
+}
+
+// plainValue reads, in the same pass that finds the closing quote at end, a value string at b[j:]
+// that parseValue reads without strconv (-?digits, a point within them, at most 15 digits): the
+// same float64. Any other value string is not taken (ok=false), for parseValue to read.
+func plainValue(b []byte, j int) (f float64, end int, ok bool) {
+	neg := j < len(b) && b[j] == '-'
+	if neg {
+		j++
+	}
+	var mant uint64
+	digits, frac, dot := 0, 0, false
+	for ; j < len(b); j++ {
+		c := b[j]
+		if c-'0' <= 9 {
+			mant = mant*10 + uint64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+			continue
+		}
+		if c == '.' && !dot && digits > 0 {
+			dot = true
+			continue
+		}
+		break
+	}
+	if j >= len(b) || b[j] != '"' || digits == 0 || digits > 15 || (dot && frac == 0) {
+		return 0, j, false
+	}
+	f = float64(mant) / pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, j, true
 }
 
 // pow10 holds the powers of ten a float64 represents exactly.

@@ -441,3 +441,39 @@ func TestDecodedSeriesAreApart(t *testing.T) {
 		t.Fatalf("second sample changed: %v", vec[1])
 	}
 }
+
+// eightDigits reads eight digits as the digit loop does, and refuses any other byte among them;
+// plainValue reads what it takes as parseValue does.
+func TestEightDigitsAndPlainValue(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	const alphabet = "0123456789/:.-e\"\x00\xff "
+	for range 200000 {
+		b := make([]byte, 8+r.IntN(3))
+		for i := range b {
+			if r.IntN(8) == 0 {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			} else {
+				b[i] = byte('0' + r.IntN(10))
+			}
+		}
+		got, ok := eightDigits(b, 0)
+		want, allDigits := uint64(0), true
+		for _, c := range b[:8] {
+			allDigits = allDigits && '0' <= c && c <= '9'
+			want = want*10 + uint64(c-'0')
+		}
+		if ok != allDigits || (ok && got != want) {
+			t.Fatalf("eightDigits(%q) = %d, %v; want %d, %v", b, got, ok, want, allDigits)
+		}
+		v := append(b[:r.IntN(len(b))], '"')
+		if f, end, ok := plainValue(v, 0); ok {
+			want, wok := parseValue(v[:end])
+			if !wok || end != bytes.IndexByte(v, '"') || !sameFloat(f, want) {
+				t.Fatalf("plainValue(%q) = %v at %d; parseValue %v, %v", v, f, end, want, wok)
+			}
+		}
+	}
+	if _, ok := eightDigits([]byte("1234567"), 0); ok {
+		t.Fatal("seven bytes taken as eight digits")
+	}
+}
