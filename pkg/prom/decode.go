@@ -245,10 +245,10 @@ func (d *decoder) metric() model.Metric {
 	m := make(model.Metric, 4)
 	d.Object(func(key []byte) {
 		name, k := d.name(key)
-		if _, dup := m[name]; dup {
-			d.Fail()
+		n := len(m)
+		if m[name] = d.labelValue(k); len(m) == n {
+			d.Fail() // a label given twice
 		}
-		m[name] = d.labelValue(k)
 	})
 	return m
 }
