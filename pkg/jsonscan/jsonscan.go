@@ -105,40 +105,26 @@ var plain, ordinary = func() (p, o [256]bool) {
 
 // Object calls field for each key of an object, which must read the key's value.
 func (s *Scanner) Object(field func(key []byte)) {
-	s.Expect('{')
-	if s.Bad {
-		return
-	}
-	if s.Peek() == '}' {
-		s.I++
-		return
-	}
-	for !s.Bad {
+	s.list('{', '}', func() {
 		k := s.Str()
 		s.Expect(':')
-		if s.Bad {
-			return
+		if !s.Bad {
+			field(k)
 		}
-		field(k)
-		switch s.Peek() {
-		case ',':
-			s.I++
-		case '}':
-			s.I++
-			return
-		default:
-			s.Fail()
-		}
-	}
+	})
 }
 
 // Array calls elem for each element of an array, which must read it.
-func (s *Scanner) Array(elem func()) {
-	s.Expect('[')
+func (s *Scanner) Array(elem func()) { s.list('[', ']', elem) }
+
+// list reads an object or an array: open, then elements separated by commas, each read by elem,
+// then end.
+func (s *Scanner) list(open, end byte, elem func()) {
+	s.Expect(open)
 	if s.Bad {
 		return
 	}
-	if s.Peek() == ']' {
+	if s.Peek() == end {
 		s.I++
 		return
 	}
@@ -147,7 +133,7 @@ func (s *Scanner) Array(elem func()) {
 		switch s.Peek() {
 		case ',':
 			s.I++
-		case ']':
+		case end:
 			s.I++
 			return
 		default:
@@ -217,43 +203,13 @@ func (s *Scanner) skip(depth int) {
 	}
 	switch s.Peek() {
 	case '{':
-		s.I++
-		if s.Peek() == '}' {
-			s.I++
-			return
-		}
-		for !s.Bad {
+		s.list('{', '}', func() {
 			s.skipString()
 			s.Expect(':')
 			s.skip(depth + 1)
-			switch s.Peek() {
-			case ',':
-				s.I++
-			case '}':
-				s.I++
-				return
-			default:
-				s.Fail()
-			}
-		}
+		})
 	case '[':
-		s.I++
-		if s.Peek() == ']' {
-			s.I++
-			return
-		}
-		for !s.Bad {
-			s.skip(depth + 1)
-			switch s.Peek() {
-			case ',':
-				s.I++
-			case ']':
-				s.I++
-				return
-			default:
-				s.Fail()
-			}
-		}
+		s.list('[', ']', func() { s.skip(depth + 1) })
 	case '"':
 		s.skipString()
 	case 't':
