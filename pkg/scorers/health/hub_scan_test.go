@@ -2,13 +2,20 @@ package health
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterscheme "open-cluster-management.io/api/client/cluster/clientset/versioned/scheme"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/scoreflow/scoreflow/harness/localhub"
 )
 
 // sameAsSigsJSON checks that a page scanListPage took is what sigs.k8s.io/json decodes from it.
@@ -290,5 +297,65 @@ func TestScanListPageEdges(t *testing.T) {
 				sameAsSigsJSON(t, []byte(c.raw), page)
 			}
 		})
+	}
+}
+
+// The pages a real API server writes for ManagedClusters (managed fields, labels, annotations
+// holding JSON, a cluster being deleted, conditions, a continue token) are taken, and decode as
+// sigs.k8s.io/json decodes them.
+func TestScanListPageTakesTheHubsPages(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mcs := hub.Cluster.ClusterV1().ManagedClusters()
+	for _, name := range []string{"east", "gone", "north", "west"} {
+		if err := hub.AddCluster(ctx, name, map[string]string{"region": name, "cluster.open-cluster-management.io/clusterset": "default"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"east", "gone", "west"} {
+		if err := hub.MarkAvailable(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, err := mcs.Get(ctx, "gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Finalizers = []string{clusterv1.ManagedClusterFinalizer}
+	gone.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"cluster.open-cluster-management.io/v1","kind":"ManagedCluster","metadata":{"name":"gone"}}` + "\n<&>é"}
+	if _, err := mcs.Update(ctx, gone, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcs.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := metav1.ListOptions{Limit: 3}
+	var pages, items int
+	for {
+		raw, err := hub.Cluster.ClusterV1().RESTClient().Get().Resource("managedclusters").
+			VersionedParams(&opts, clusterscheme.ParameterCodec).Do(ctx).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, ok := scanListPage(raw)
+		if !ok {
+			t.Fatalf("the API server's page was not taken:\n%s", raw)
+		}
+		sameAsSigsJSON(t, raw, page)
+		pages++
+		items += len(page.Items)
+		if page.Metadata.Continue == "" {
+			break
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+	if pages != 2 || items != 4 {
+		t.Fatalf("%d pages of %d clusters, want 2 of 4", pages, items)
 	}
 }
