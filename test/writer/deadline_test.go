@@ -92,7 +92,8 @@ func (d dispatcher) deliver(t *testing.T, url string, e event.Event) []delivery 
 func TestEventPastItsDeadlineIsAnswered503AndItsRedeliveryJoinsItsWrites(t *testing.T) {
 	const (
 		deadline = time.Second
-		slow     = 700 * time.Millisecond // per hub request: a create and a status update take 1.4s
+		// Per hub request: a create and a status update take 2.4s, longer than the delivery timeout.
+		slow = 1200 * time.Millisecond
 	)
 	proxy := newThrottlingHub(t)
 	proxy.slowBy(slow)
@@ -106,7 +107,7 @@ func TestEventPastItsDeadlineIsAnswered503AndItsRedeliveryJoinsItsWrites(t *test
 	}
 	e := scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: resource, Items: items})
 
-	d := dispatcher{timeout: deadline + 500*time.Millisecond, retries: 8, backoff: 200 * time.Millisecond}
+	d := dispatcher{timeout: 2 * deadline, retries: 8, backoff: 200 * time.Millisecond}
 	ds := d.deliver(t, s.url, e)
 	for i, dl := range ds {
 		t.Logf("delivery %d: status %d, timed out %v, after %s", i+1, dl.status, dl.timedOut, dl.took.Round(time.Millisecond))
