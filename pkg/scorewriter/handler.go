@@ -57,7 +57,10 @@ type HandlerOptions struct {
 	// refused: it would order every later, honest observation out as stale.
 	MaxClockSkew time.Duration
 	// RememberBytes bounds the memory of answered events (recalled for redeliveries), counted in
-	// the bytes their answers hold, so that large events cost what they weigh. 0 means
+	// the bytes their answers hold, so that large events cost what they weigh. Events whose
+	// writes are under way count too, at what their answers will hold; one forgotten under this
+	// bound before its writes land makes a redelivery submit them again, which the observation
+	// ledger then answers Duplicate (or coalesces into the same write). 0 means
 	// DefaultRememberBytes.
 	RememberBytes int
 	// MaxPendingBytes bounds what accepted, unwritten updates hold (score names, source); beyond
