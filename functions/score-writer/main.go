@@ -23,6 +23,7 @@ func main() {
 	ttl := fn.Flags.Duration("ttl", scorewriter.DefaultTTL, "validUntil for events that set none, counted from when their metrics were observed (a few scoring intervals)")
 	remember := fn.Flags.Int("remember-bytes", scorewriter.DefaultRememberBytes, "bytes of answers to recall (by source and id), so redeliveries are answered without writing again")
 	pendingBytes := fn.Flags.Int("max-pending-bytes", scorewriter.DefaultMaxPendingBytes, "bytes that accepted, unwritten updates may hold; beyond it events get 503")
+	deadline := fn.Flags.Duration("event-deadline", scorewriter.DefaultEventDeadline, "how long a request waits for its event's writes before answering 503 (the writes go on, and a redelivery waits for them instead of writing again); keep it below the delivery timeout of the writer's Trigger (45s) so the broker hears an answer (0: no deadline)")
 	skew := fn.Flags.Duration("max-clock-skew", 2*time.Minute, "how far ahead of this clock an event's time may be; events from further in the future are refused")
 	opts := scorewriter.DefaultOptions()
 	fn.Flags.DurationVar(&opts.Window, "coalesce-window", opts.Window, "least time between the starts of two writes of one object: updates arriving meanwhile share its next write; an idle object is written at once (0: back to back)")
@@ -37,6 +38,9 @@ func main() {
 	maskEvery := fn.Flags.Duration("masks-interval", 2*time.Second, "how often the masks file is checked for a new content")
 
 	fn.Main(func(ctx context.Context) error {
+		if *deadline < 0 {
+			return fmt.Errorf("--event-deadline must not be negative, not %v", *deadline)
+		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 		if err != nil {
 			return fmt.Errorf("hub config: %w", err)
@@ -65,7 +69,8 @@ func main() {
 		if w, err = scorewriter.NewWriter(client, opts, metrics, fn.Log); err != nil {
 			return err
 		}
-		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberBytes: *remember, MaxPendingBytes: *pendingBytes, Source: fn.Source()})
+		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberBytes: *remember, MaxPendingBytes: *pendingBytes,
+			EventDeadline: *deadline, Source: fn.Source()})
 
 		done := make(chan struct{})
 		wctx, stopWriter := context.WithCancel(context.Background())
@@ -86,7 +91,9 @@ func main() {
 		}
 		err = fn.Serve(ctx, h.Handle, h.FailureReply)
 		// Every request has been answered (after its write, or 503), so what the writer still
-		// holds belongs to no waiting request: stop it.
+		// holds belongs to no waiting request (events answered 503 at their deadline, or whose
+		// sender left): stop it. It fails those as retriable, and their redeliveries, to another
+		// instance, write them afresh.
 		stopWriter()
 		<-done
 		return err

@@ -23,7 +23,7 @@ func TestNoKnativeEventingImport(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--ttl  [env TTL]", "--coalesce-window  [env COALESCE_WINDOW]",
-		"--retry-for  [env RETRY_FOR]", "--max-conflicts", "--max-pending", "--workers", "--remember", "--kube-api-qps", "--port  [env PORT]")
+		"--retry-for  [env RETRY_FOR]", "--event-deadline  [env EVENT_DEADLINE]", "--max-conflicts", "--max-pending", "--workers", "--remember", "--kube-api-qps", "--port  [env PORT]")
 }
 
 func TestBadKubeconfigIsFatal(t *testing.T) {

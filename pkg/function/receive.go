@@ -106,6 +106,7 @@ func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg promet
 // before the handler sees them.
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
+	req = req.WithContext(context.WithValue(req.Context(), receivedKey{}, start))
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "CloudEvents are POSTed", http.StatusMethodNotAllowed)
@@ -161,6 +162,16 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		r.log.Info("event refused", attrs...)
 	}
+}
+
+type receivedKey struct{}
+
+// ReceivedAt is when the request that carries the event handled under ctx arrived, before it
+// waited for admission and its body was read: a sender's delivery timeout counts from about then,
+// so a handler's own deadline should too. False outside a request.
+func ReceivedAt(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(receivedKey{}).(time.Time)
+	return t, ok
 }
 
 // Waits that keep a stalled sender from holding the in-flight budget: how long a request waits

@@ -27,9 +27,14 @@ type ClusterChecker interface {
 //
 // Status codes: 200 when the event was handled (even if some items failed for good: the reply says
 // which); 400 for a malformed event; 422 when every item failed for good; 503 when any item failed
-// in a way that may pass (hub unavailable, conflicts, overload), so that the broker redelivers.
+// in a way that may pass (hub unavailable, conflicts, overload), or when the event's writes have
+// not all landed by its deadline (HandlerOptions.EventDeadline), so that the broker redelivers.
 // Work is never acknowledged before it is on the hub. Every refused item is logged with its reason
 // and message: a non-2xx answer only counts them.
+//
+// An event's writes outlive the request that brought them: when it ends first (deadline, or the
+// sender gone), they go on, and a redelivery of the event (same source and id) waits for them
+// rather than submitting them again; once they have landed, it gets their answer.
 type Handler struct {
 	writer   *Writer
 	clusters ClusterChecker
@@ -52,16 +57,30 @@ type HandlerOptions struct {
 	// refused: it would order every later, honest observation out as stale.
 	MaxClockSkew time.Duration
 	// RememberBytes bounds the memory of answered events (recalled for redeliveries), counted in
-	// the bytes their answers hold, so that large events cost what they weigh. 0 means
+	// the bytes their answers hold, so that large events cost what they weigh. Events whose
+	// writes are under way count too, at what their answers will hold; one forgotten under this
+	// bound before its writes land makes a redelivery submit them again, which the observation
+	// ledger then answers Duplicate (or coalesces into the same write). 0 means
 	// DefaultRememberBytes.
 	RememberBytes int
 	// MaxPendingBytes bounds what accepted, unwritten updates hold (score names, source); beyond
 	// it events get 503. Updates of a request that gave up still count until they are written.
 	// 0 means DefaultMaxPendingBytes.
 	MaxPendingBytes int
+	// EventDeadline bounds how long a request waits for its event's writes, counted from when the
+	// request arrived (function.ReceivedAt). When it passes first, the event is answered 503 and
+	// its writes go on; a redelivery joins them (see Handler). Keep it below the delivery timeout
+	// of the Trigger that calls the writer (45s in triggers/score-writer.yaml), so that the broker
+	// hears a 503 rather than giving up on a request that never answered. 0: no deadline of its
+	// own (the request's context only).
+	EventDeadline time.Duration
 	// Source is the CloudEvents source of the replies.
 	Source string
 }
+
+// DefaultEventDeadline is the writer's --event-deadline: 5s below the 45s delivery timeout of the
+// score-writer Trigger (triggers/score-writer.yaml), time for the 503 to reach the broker.
+const DefaultEventDeadline = 40 * time.Second
 
 // Memory bounds of a Handler by default: well inside the writer pod's 512 MiB with the requests
 // in flight (function.MaxBodyBytesInFlight).
@@ -79,12 +98,24 @@ const (
 	maxItemLogs = 1000
 )
 
+// answer is an event's answer, remembered by source and id. Until done is closed, the event's
+// updates are being written, and flight tells how far they have come.
 type answer struct {
 	done    chan struct{}
 	weight  int
 	evicted bool // no longer in seen, its weight given back
 	result  contract.WriteResult
 	status  int
+	flight  flight
+}
+
+// flight is what an event's submitted updates have come to while they are written.
+type flight struct {
+	mu       sync.Mutex
+	finished bool // answer.result and status are set; done closes next
+	res      contract.WriteResult
+	pending  []bool // per item: submitted and not yet resolved
+	left     int    // items pending
 }
 
 // NewHandler creates the handler.
@@ -126,27 +157,76 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 				observed.UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), h.opts.MaxClockSkew)}, http.StatusBadRequest)
 	}
 
+	start, ok := function.ReceivedAt(ctx)
+	if !ok {
+		start = time.Now()
+	}
 	key := e.Source() + "\x00" + e.ID()
 	a, first := h.claim(key, len(su.Items))
-	if !first {
-		select {
-		case <-a.done:
-		case <-ctx.Done():
-			return function.Response{Status: http.StatusServiceUnavailable}
+	if first {
+		h.start(key, a, &e, su, observed)
+	}
+	return h.await(ctx, a, first, start)
+}
+
+// await answers the request of an event whose answer is a: once its writes are done, or with 503
+// when the event's deadline (counted from start) passes first. A redelivery's request (first
+// false) gets the answer marked as a duplicate.
+func (h *Handler) await(ctx context.Context, a *answer, first bool, start time.Time) function.Response {
+	wait := ctx
+	if h.opts.EventDeadline > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, start.Add(h.opts.EventDeadline))
+		defer cancel()
+	}
+	select {
+	case <-a.done:
+		return h.answered(a, first)
+	case <-wait.Done():
+	}
+	if ctx.Err() != nil {
+		// The sender has gone and reads no answer. The writes go on; a redelivery joins them.
+		return function.Response{Status: http.StatusServiceUnavailable}
+	}
+	return h.late(a, first, time.Since(start))
+}
+
+func (h *Handler) answered(a *answer, first bool) function.Response {
+	r := a.result
+	r.Duplicate = !first
+	return h.reply(r, a.status)
+}
+
+// late answers 503 for an event whose writes have not all landed by its deadline: the items
+// counted by outcome, those still being written as Failed/Unavailable (retriable). The writes go
+// on and the event's answer stays claimed, so that the broker's redelivery waits for them instead
+// of writing them again.
+func (h *Handler) late(a *answer, first bool, waited time.Duration) function.Response {
+	f := &a.flight
+	f.mu.Lock()
+	if f.finished {
+		f.mu.Unlock()
+		<-a.done // closed right after finished is set
+		return h.answered(a, first)
+	}
+	r := contract.WriteResult{Input: f.res.Input, Resource: f.res.Resource, Duplicate: !first, Reason: contract.ReasonUnavailable, Retriable: true,
+		Counts: map[string]int{}}
+	for i, it := range f.res.Items {
+		if f.pending[i] {
+			it = contract.ItemResult{Outcome: contract.OutcomeFailed, Reason: contract.ReasonUnavailable}
 		}
-		r := a.result
-		r.Duplicate = true
-		return h.reply(r, a.status)
+		r.Counts[string(it.Outcome)]++
+		if it.Reason != "" {
+			r.Counts[string(it.Outcome)+"/"+string(it.Reason)]++
+		}
 	}
-	defer close(a.done) // even on a panic, so that duplicates waiting for it do not hang
-	a.result, a.status = h.write(ctx, &e, su, observed)
-	h.logRefusals(&a.result)
-	if a.status >= 500 {
-		h.forget(key) // a redelivery must try again
-	} else {
-		h.settle(a, answerBytes(key, &a.result))
-	}
-	return h.reply(a.result, a.status)
+	left, total := f.left, len(f.res.Items)
+	f.mu.Unlock()
+	r.Message = fmt.Sprintf("%d of %d items not written within the event deadline (%s): their writes go on, and a redelivery of this event is answered when they have landed",
+		left, total, h.opts.EventDeadline)
+	h.log.Warn("event deadline passed before its writes landed; answered 503, the writes go on", "source", r.Input.Source, "id", r.Input.ID,
+		"resource", r.Resource, "pending", left, "items", total, "waited", waited.Round(time.Millisecond).String(), "redelivery", !first)
+	return h.reply(r, http.StatusServiceUnavailable)
 }
 
 // FailureReply answers requests that are not CloudEvents at all.
@@ -188,10 +268,14 @@ func (h *Handler) evict() {
 	}
 }
 
-func (h *Handler) forget(key string) {
+// forget removes a from seen, so that a redelivery of its event is written afresh. A evicted
+// already may have been replaced by a redelivery's own answer, which stays.
+func (h *Handler) forget(key string, a *answer) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen.Remove(key)
+	if !a.evicted {
+		h.seen.Remove(key)
+	}
 }
 
 // Approximate bytes held besides the strings: an answer's struct, channel and cache entry, and one
@@ -253,7 +337,102 @@ func (h *Handler) logRefusals(r *contract.WriteResult) {
 	}
 }
 
-func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreUpdated, observed time.Time) (contract.WriteResult, int) {
+// start validates the event's items and submits its updates. Its answer is settled (finish) when
+// every update has a result, in the background, whether or not a request still waits for it: at
+// once when nothing was submitted.
+func (h *Handler) start(key string, a *answer, e *event.Event, su *contract.ScoreUpdated, observed time.Time) {
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			// A panic: nothing may wait for this answer forever, and a redelivery must try again.
+			h.forget(key, a)
+			close(a.done)
+		}
+	}()
+	res, updates, slots := h.prepare(e, su, observed)
+	if len(updates) == 0 {
+		handedOver = true
+		h.finish(key, a, res)
+		return
+	}
+	weights := make([]int, len(updates))
+	total := 0
+	for n, u := range updates {
+		weights[n] = updateBytes(u)
+		total += weights[n]
+	}
+	fail := func(msg string) {
+		for _, i := range slots {
+			res.Items[i] = contract.ItemResult{Cluster: su.Items[i].Cluster, Outcome: contract.OutcomeFailed, Reason: contract.ReasonUnavailable, Retriable: true, Message: msg}
+		}
+		handedOver = true
+		h.finish(key, a, res)
+	}
+	if !h.reserve(total) {
+		fail(fmt.Sprintf("overloaded: more than %d bytes of updates waiting to be written", h.opts.MaxPendingBytes))
+		return
+	}
+	f := &a.flight
+	f.mu.Lock()
+	f.res = res
+	f.pending = make([]bool, len(res.Items))
+	for _, i := range slots {
+		f.pending[i] = true
+	}
+	f.left = len(slots)
+	f.mu.Unlock()
+	if err := h.writer.Submit(updates...); err != nil {
+		h.release(total)
+		fail(err.Error())
+		return
+	}
+	handedOver = true
+	go h.collect(key, a, updates, slots, weights)
+}
+
+// collect waits for every update of an event, releases the bytes each held while it waited, and
+// settles the event's answer. It holds only the updates and their results, not the event.
+func (h *Handler) collect(key string, a *answer, updates []*Update, slots, weights []int) {
+	f := &a.flight
+	for n, u := range updates {
+		r, _ := u.Result(context.Background()) // the writer resolves every update, at the latest when it stops
+		h.release(weights[n])
+		if len(r.Message) > maxEchoedMessage {
+			r.Message = contract.Truncate(r.Message, maxEchoedMessage)
+		}
+		f.mu.Lock()
+		f.res.Items[slots[n]] = r
+		f.pending[slots[n]] = false
+		f.left--
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	res := f.res
+	f.mu.Unlock()
+	h.finish(key, a, res)
+}
+
+// finish settles an event's answer: remembered for redeliveries, or forgotten when it failed in a
+// way that may pass, so that a redelivery tries again. Requests waiting for it are answered.
+func (h *Handler) finish(key string, a *answer, res contract.WriteResult) {
+	h.logRefusals(&res)
+	a.result, a.status = res, statusFor(&res)
+	if a.status >= 500 {
+		h.forget(key, a)
+	} else {
+		h.settle(a, answerBytes(key, &a.result))
+	}
+	f := &a.flight
+	f.mu.Lock()
+	f.finished = true
+	f.res, f.pending = contract.WriteResult{}, nil
+	f.mu.Unlock()
+	close(a.done)
+}
+
+// prepare checks each item of su and makes the updates of those to write; slots are their indexes
+// in su.Items (and in res.Items, which holds the outcome of the others).
+func (h *Handler) prepare(e *event.Event, su *contract.ScoreUpdated, observed time.Time) (res contract.WriteResult, updates []*Update, slots []int) {
 	now := h.now()
 	validUntil := observed
 	if validUntil.After(now) {
@@ -267,9 +446,7 @@ func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreU
 		validUntil = time.Time{} // zero: never
 	}
 
-	res := contract.WriteResult{Input: function.Ref(e), Resource: su.Resource, Items: make([]contract.ItemResult, len(su.Items))}
-	var updates []*Update
-	var slots []int
+	res = contract.WriteResult{Input: function.Ref(e), Resource: su.Resource, Items: make([]contract.ItemResult, len(su.Items))}
 	for i, it := range su.Items {
 		item := &res.Items[i]
 		cluster := contract.Truncate(it.Cluster, maxEchoedName)
@@ -298,52 +475,7 @@ func (h *Handler) write(ctx context.Context, e *event.Event, su *contract.ScoreU
 			h.metrics.items.WithLabelValues(string(it.Outcome), string(it.Reason)).Inc()
 		}
 	}
-	if len(updates) > 0 {
-		weights := make([]int, len(updates))
-		total := 0
-		for n, u := range updates {
-			weights[n] = updateBytes(u)
-			total += weights[n]
-		}
-		fail := func(msg string) (contract.WriteResult, int) {
-			for _, i := range slots {
-				res.Items[i] = contract.ItemResult{Cluster: su.Items[i].Cluster, Outcome: contract.OutcomeFailed, Reason: contract.ReasonUnavailable, Retriable: true, Message: msg}
-			}
-			return res, http.StatusServiceUnavailable
-		}
-		if !h.reserve(total) {
-			return fail(fmt.Sprintf("overloaded: more than %d bytes of updates waiting to be written", h.opts.MaxPendingBytes))
-		}
-		if err := h.writer.Submit(updates...); err != nil {
-			h.release(total)
-			return fail(err.Error())
-		}
-		for n, u := range updates {
-			r, err := u.Result(ctx)
-			if err != nil {
-				// The request has gone; the writer still holds what is left, until it is written.
-				go h.releaseWhenWritten(updates[n:], weights[n:])
-				for k := n; k < len(updates); k++ {
-					res.Items[slots[k]] = contract.ItemResult{Cluster: updates[k].Cluster, Outcome: contract.OutcomeFailed, Reason: contract.ReasonUnavailable, Retriable: true, Message: "request ended before the write: " + err.Error()}
-				}
-				break
-			}
-			h.release(weights[n])
-			if len(r.Message) > maxEchoedMessage {
-				r.Message = contract.Truncate(r.Message, maxEchoedMessage)
-			}
-			res.Items[slots[n]] = r
-		}
-	}
-	return res, statusFor(&res)
-}
-
-// releaseWhenWritten waits for updates whose request has gone and releases their bytes.
-func (h *Handler) releaseWhenWritten(updates []*Update, weights []int) {
-	for n, u := range updates {
-		_, _ = u.Result(context.Background())
-		h.release(weights[n])
-	}
+	return res, updates, slots
 }
 
 func statusFor(r *contract.WriteResult) int {

@@ -168,7 +168,7 @@ func removalStatus(obj *clusterv1alpha1.AddOnPlacementScore, removed []string) c
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
-		Reason:  "ScoresMasked",
+		Reason:  reasonScoresMasked,
 		Message: fmt.Sprintf("masked scores removed: %s", strings.Join(removed, ", ")),
 	})
 	return status

@@ -25,6 +25,13 @@ const ConditionUpdated = "ScoresUpdated"
 // through /status) - one API write per flush instead of two, and no RBAC beyond the status.
 const ConditionObservations = "scoreflow.io/Observations"
 
+// Reasons of the writer's conditions.
+const (
+	reasonObservationTimes = "ObservationTimes"
+	reasonScoresWritten    = "ScoresWritten"
+	reasonScoresMasked     = "ScoresMasked"
+)
+
 // maxLedgerBytes is the CRD's limit on a condition message.
 const maxLedgerBytes = 32768
 
@@ -263,13 +270,13 @@ func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now t
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:    ConditionObservations,
 		Status:  metav1.ConditionTrue,
-		Reason:  "ObservationTimes",
+		Reason:  reasonObservationTimes,
 		Message: next.encode(),
 	})
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
-		Reason:  "ScoresWritten",
+		Reason:  reasonScoresWritten,
 		Message: conditionMessage(updates, p.decisions, p.expired),
 	})
 	p.status = status
@@ -311,7 +318,7 @@ func remembered(obj *clusterv1alpha1.AddOnPlacementScore, p plan) *clusterv1alph
 	meta.SetStatusCondition(&out.Status.Conditions, metav1.Condition{
 		Type:    ConditionObservations,
 		Status:  metav1.ConditionTrue,
-		Reason:  "ObservationTimes",
+		Reason:  reasonObservationTimes,
 		Message: l.encode(),
 	})
 	return out

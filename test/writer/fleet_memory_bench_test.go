@@ -2,6 +2,7 @@ package writer
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 )
@@ -21,16 +22,22 @@ import (
 // Reported per variant: peak-MiB (VmHWM), heap-MiB (heap in use after the refreshes, from the
 // writer's own go_memstats) and series (per-cluster series exported).
 //
+// With FLEET_MEMORY_BASELINE set to a writer binary (another revision's, built with
+// `go build -o /tmp/base ./functions/score-writer` there), each variant runs with it too, as
+// baseline-<variant>, in the same run: before and after a change, on the same hub and load.
+//
 //	go test ./test/writer -run '^$' -bench 'FleetMemory/clusters=1000$' -benchtime 1x -timeout 1h
+//	go test ./test/writer -run '^$' -bench 'FleetMemory/clusters=2000$' -benchtime 1x -timeout 1h
 //	go test ./test/writer -run '^$' -bench 'FleetMemory/clusters=10000' -benchtime 1x -timeout 2h
 func BenchmarkFleetMemory(b *testing.B) {
 	bin := writerBinary(b, b.TempDir())
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchFleetMemory(b, bin, n) })
+	baseline := os.Getenv("FLEET_MEMORY_BASELINE")
+	for _, n := range []int{1000, 2000, 10000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchFleetMemory(b, bin, baseline, n) })
 	}
 }
 
-func benchFleetMemory(b *testing.B, bin string, n int) {
+func benchFleetMemory(b *testing.B, bin, baseline string, n int) {
 	names := fleetClusters(b, n)
 	start := time.Now()
 	w := startWriterBinary(b, bin)
@@ -42,20 +49,32 @@ func benchFleetMemory(b *testing.B, bin string, n int) {
 	type variant struct {
 		name string
 		env  []string
+		bin  string
 	}
 	variants := []variant{
-		{"unbounded", []string{"MAX_SCORE_SERIES=1000000000", "GOMEMLIMIT=off"}},
-		{"deployed", []string{"MAX_SCORE_SERIES=10000", "GOMEMLIMIT=410MiB"}},
+		{name: "unbounded", env: []string{"MAX_SCORE_SERIES=1000000000", "GOMEMLIMIT=off"}},
+		{name: "deployed", env: []string{"MAX_SCORE_SERIES=10000", "GOMEMLIMIT=410MiB"}},
 	}
 	refreshes := 1
 	if n < 10000 {
 		// Below 10,000 clusters the deployed limit is never reached: scaled to the fleet, it is.
-		variants = append(variants, variant{"deployed-scaled", []string{"MAX_SCORE_SERIES=10000", fmt.Sprintf("GOMEMLIMIT=%dMiB", 410*n/10000)}})
+		variants = append(variants, variant{name: "deployed-scaled", env: []string{"MAX_SCORE_SERIES=10000", fmt.Sprintf("GOMEMLIMIT=%dMiB", 410*n/10000)}})
 		refreshes = 2
 	}
+	// Each variant with this binary, then (when given) with the baseline's, so that both see
+	// about the same load.
+	var runs []variant
+	for _, v := range variants {
+		v.bin = bin
+		runs = append(runs, v)
+		if baseline != "" {
+			runs = append(runs, variant{name: "baseline-" + v.name, env: v.env, bin: baseline})
+		}
+	}
+	variants = runs
 	gen := 1
 	for _, v := range variants {
-		w := startWriterBinary(b, bin, v.env...)
+		w := startWriterBinary(b, v.bin, v.env...)
 		start := time.Now()
 		for range refreshes {
 			gen++

@@ -73,6 +73,7 @@ type serverOpts struct {
 	pending  int          // bytes of updates waiting to be written (default scorewriter.DefaultMaxPendingBytes)
 	hub      *rest.Config // where the writer writes (default: the hub itself); the informer always reads the hub
 	auth     *function.Authenticator
+	deadline time.Duration // the handler's EventDeadline (default: none)
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -128,7 +129,8 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
-	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending, Source: fn.Source()})
+	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending,
+		EventDeadline: o.deadline, Source: fn.Source()})
 	fn.SetReadiness(mcs.Ready)
 	fn.RequireAuth(o.auth)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
