@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +89,36 @@ func Get(t testing.TB, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// MetricValue is the value of one series in the Prometheus text a function serves at metricsURL,
+// named as it is written there (`name{label="value"}`, labels in the order served), fetched with
+// client (nil: http.DefaultClient). A series not yet written counts 0, as a counter never
+// incremented is not served at all.
+func MetricValue(t testing.TB, client *http.Client, metricsURL, series string) float64 {
+	t.Helper()
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %v", metricsURL, resp.StatusCode, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", metricsURL, line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // Reply decodes a scorer's reply: the scores of a score.updated, or the failure of a

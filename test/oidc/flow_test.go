@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -317,13 +315,6 @@ func renewToken(t *testing.T, ctx context.Context, s *devrun.Stack, name, audien
 // accepted the event; "error": it did not).
 func watcherSends(t *testing.T, s *devrun.Stack, result string) float64 {
 	t.Helper()
-	_, metrics := functest.Get(t, s.Functions["metric-watcher"].URL+"/metrics")
-	prefix := `scoreflow_watcher_events_sent_total{result="` + result + `"}`
-	for _, line := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(line, prefix) {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, " "):]), 64)
-			return v
-		}
-	}
-	return 0
+	return functest.MetricValue(t, nil, s.Functions["metric-watcher"].URL+"/metrics",
+		`scoreflow_watcher_events_sent_total{result="`+result+`"}`)
 }
