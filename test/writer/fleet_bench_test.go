@@ -64,7 +64,7 @@ var fleetScores = []string{"a", "b"}
 //
 // Run it as
 //
-//	go test ./test/writer -run '^$' -bench 'Fleet/clusters=10000' -benchtime 1x -timeout 3h
+//	go test ./test/writer -run '^$' -bench 'Fleet$/clusters=10000$' -benchtime 1x -timeout 3h
 func BenchmarkFleet(b *testing.B) {
 	bin := writerBinary(b, b.TempDir())
 	for _, n := range []int{1000, 4000, 10000} {
