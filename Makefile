@@ -8,6 +8,8 @@ SCOREFLOW_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/scoreflow
 export SCOREFLOW_CACHE
 FUZZTIME ?= 5s
 TEST_TIMEOUT ?= 30m
+# A fleet benchmark alone takes about 25 minutes here.
+BENCH_TIMEOUT ?= 2h
 
 FUNCTIONS := $(notdir $(wildcard functions/*))
 FUZZ_PKGS := ./pkg/contract
@@ -63,9 +65,11 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring and broker (per op), then writer throughput vs a naive baseline, writer latency and end-to-end latency (fixed rounds).
+bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about an hour).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout $(TEST_TIMEOUT) ./test/...
+	$(GO) test -run '^$$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/...
+	$(GO) test -run '^$$' -bench 'Fleet$$/clusters=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
+	$(GO) test -run '^$$' -bench 'FleetMemory/clusters=1000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
 
 .PHONY: lint
 lint: ## gofmt and go vet.
