@@ -381,35 +381,44 @@ func (h *Handler) start(key string, a *answer, e *event.Event, su *contract.Scor
 	}
 	f.left = len(slots)
 	f.mu.Unlock()
+	ws := &writes{h: h, key: key, a: a, slots: slots, weights: weights}
+	for n, u := range updates {
+		u.sink, u.slot = ws, n
+	}
 	if err := h.writer.Submit(updates...); err != nil {
 		h.release(total)
 		fail(err.Error())
 		return
 	}
 	handedOver = true
-	go h.collect(key, a, updates, slots, weights)
 }
 
-// collect waits for every update of an event, releases the bytes each held while it waited, and
-// settles the event's answer. It holds only the updates and their results, not the event.
-func (h *Handler) collect(key string, a *answer, updates []*Update, slots, weights []int) {
-	f := &a.flight
-	for n, u := range updates {
-		r, _ := u.Result(context.Background()) // the writer resolves every update, at the latest when it stops
-		h.release(weights[n])
-		if len(r.Message) > maxEchoedMessage {
-			r.Message = contract.Truncate(r.Message, maxEchoedMessage)
-		}
-		f.mu.Lock()
-		f.res.Items[slots[n]] = r
-		f.pending[slots[n]] = false
-		f.left--
-		f.mu.Unlock()
+// writes gathers the outcomes of one event's updates as the writer resolves them (the writer
+// resolves every update, at the latest when it stops), and settles the event's answer with the
+// last. It holds only the updates' places and weights, not the event.
+type writes struct {
+	h       *Handler
+	key     string
+	a       *answer
+	slots   []int // per update, the index of its item in the event
+	weights []int // per update, the bytes it holds while it waits
+}
+
+func (ws *writes) resolved(n int, r contract.ItemResult) {
+	ws.h.release(ws.weights[n])
+	if len(r.Message) > maxEchoedMessage {
+		r.Message = contract.Truncate(r.Message, maxEchoedMessage)
 	}
+	f := &ws.a.flight
 	f.mu.Lock()
-	res := f.res
+	f.res.Items[ws.slots[n]] = r
+	f.pending[ws.slots[n]] = false
+	f.left--
+	last, res := f.left == 0, f.res
 	f.mu.Unlock()
-	h.finish(key, a, res)
+	if last {
+		ws.h.finish(ws.key, ws.a, res)
+	}
 }
 
 // finish settles an event's answer: remembered for redeliveries, or forgotten when it failed in a
@@ -466,7 +475,7 @@ func (h *Handler) prepare(e *event.Event, su *contract.ScoreUpdated, observed ti
 			*item = contract.ItemResult{Cluster: cluster, Outcome: contract.OutcomeSkipped, Reason: contract.ReasonStale,
 				Message: "validUntil " + validUntil.UTC().Format(time.RFC3339) + " has passed"}
 		default:
-			updates = append(updates, NewUpdate(Key{Cluster: it.Cluster, Resource: su.Resource}, it.Scores, observed, validUntil, e.Source()))
+			updates = append(updates, &Update{Key: Key{Cluster: it.Cluster, Resource: su.Resource}, Scores: it.Scores, Observed: observed, ValidUntil: validUntil, Source: e.Source()})
 			slots = append(slots, i)
 		}
 	}

@@ -47,18 +47,38 @@ type Update struct {
 
 	arrived  time.Time
 	deadline time.Time // set at the first attempt: transient failures are retried until then
-	result   chan contract.ItemResult
+	// sink receives the update's outcome, once, as slot. A fleet's refresh keeps every one of its
+	// updates waiting at once, so an update carries no channel of its own: those of one event share
+	// the sink that answers it.
+	sink resultSink
+	slot int
 }
 
-// NewUpdate prepares an update for Submit.
+// resultSink receives the outcomes of the updates that name it, each by the update's slot. It is
+// called by the goroutine that wrote (or failed) the update, holding none of the writer's locks.
+type resultSink interface {
+	resolved(slot int, r contract.ItemResult)
+}
+
+// resultChan is the sink of an update made by NewUpdate, read by Result.
+type resultChan chan contract.ItemResult
+
+func (c resultChan) resolved(_ int, r contract.ItemResult) { c <- r }
+
+// NewUpdate prepares an update for Submit, whose outcome Result waits for.
 func NewUpdate(key Key, scores []contract.Score, observed, validUntil time.Time, source string) *Update {
-	return &Update{Key: key, Scores: scores, Observed: observed, ValidUntil: validUntil, Source: source, result: make(chan contract.ItemResult, 1)}
+	return &Update{Key: key, Scores: scores, Observed: observed, ValidUntil: validUntil, Source: source, sink: make(resultChan, 1)}
 }
 
-// Result waits for the update's outcome. Cancelling ctx stops the wait, not the write.
+// Result waits for the outcome of an update made by NewUpdate. Cancelling ctx stops the wait, not
+// the write.
 func (u *Update) Result(ctx context.Context) (contract.ItemResult, error) {
+	c, ok := u.sink.(resultChan)
+	if !ok {
+		return contract.ItemResult{}, errors.New("the update's outcome goes to its event's sink, not to Result")
+	}
 	select {
-	case r := <-u.result:
+	case r := <-c:
 		return r, nil
 	case <-ctx.Done():
 		return contract.ItemResult{}, ctx.Err()
@@ -779,16 +799,16 @@ func (w *Writer) resolveAll(us []*Update, r contract.ItemResult) {
 }
 
 func (w *Writer) deliver(us []*Update, out []contract.ItemResult) {
+	w.mu.Lock()
+	w.npending -= len(us)
+	w.mu.Unlock()
 	now := time.Now()
 	for i, u := range us {
 		out[i].Cluster = u.Cluster
 		w.metrics.items.WithLabelValues(string(out[i].Outcome), string(out[i].Reason)).Inc()
 		w.metrics.latency.Observe(now.Sub(u.arrived).Seconds())
-		u.result <- out[i]
+		u.sink.resolved(u.slot, out[i])
 	}
-	w.mu.Lock()
-	w.npending -= len(us)
-	w.mu.Unlock()
 }
 
 func failed(reason contract.Reason, retriable bool, msg string) contract.ItemResult {
