@@ -136,7 +136,8 @@ func benchFleet(b *testing.B, bin string, n int) {
 	progress(b, "hub-raw: %d status updates at %.0f/s, test process CPU %.1fs: %d objects would take %s",
 		len(objs), rawRate, rawCPU.Seconds(), n*len(fleetResources), rawTime.Round(time.Millisecond))
 
-	w := startWriterBinary(b, bin)
+	// The manifest's memory settings: writer-peak-MiB is the deployed writer's.
+	w := startWriterBinary(b, bin, deployedEnv(b, "GOMEMLIMIT", "MAX_SCORE_SERIES")...)
 	type step struct {
 		name string
 		gen  int // values of refresh gen

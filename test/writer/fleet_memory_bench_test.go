@@ -14,9 +14,9 @@ import (
 // 1,000 clusters, one at 10,000 (about 5 minutes each there).
 //   - unbounded: every per-cluster score series, no GOMEMLIMIT (the writer before the series
 //     bound);
-//   - deployed: deploy/score-writer.yaml's MAX_SCORE_SERIES and GOMEMLIMIT;
+//   - deployed: deploy/score-writer.yaml's MAX_SCORE_SERIES and GOMEMLIMIT (read from it);
 //   - deployed-scaled (below 10,000 clusters): the deployed series bound with GOMEMLIMIT scaled
-//     to the fleet (the deployed 410MiB x n/10,000): what the soft limit does once the heap
+//     to the fleet (the deployed limit x n/10,000): what the soft limit does once the heap
 //     reaches it, which below 10,000 clusters the deployed one never does.
 //
 // Reported per variant: peak-MiB (VmHWM), heap-MiB (heap in use after the refreshes, from the
@@ -51,14 +51,15 @@ func benchFleetMemory(b *testing.B, bin, baseline string, n int) {
 		env  []string
 		bin  string
 	}
+	series := deployedEnv(b, "MAX_SCORE_SERIES")[0]
 	variants := []variant{
 		{name: "unbounded", env: []string{"MAX_SCORE_SERIES=1000000000", "GOMEMLIMIT=off"}},
-		{name: "deployed", env: []string{"MAX_SCORE_SERIES=10000", "GOMEMLIMIT=410MiB"}},
+		{name: "deployed", env: deployedEnv(b, "MAX_SCORE_SERIES", "GOMEMLIMIT")},
 	}
 	refreshes := 1
 	if n < 10000 {
 		// Below 10,000 clusters the deployed limit is never reached: scaled to the fleet, it is.
-		variants = append(variants, variant{name: "deployed-scaled", env: []string{"MAX_SCORE_SERIES=10000", fmt.Sprintf("GOMEMLIMIT=%dMiB", 410*n/10000)}})
+		variants = append(variants, variant{name: "deployed-scaled", env: []string{series, fmt.Sprintf("GOMEMLIMIT=%dMiB", deployedMemLimitMiB(b)*n/10000)}})
 		refreshes = 2
 	}
 	// Each variant with this binary, then (when given) with the baseline's, so that both see
