@@ -3,6 +3,7 @@ package forecast
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -53,6 +54,41 @@ func TestHolt(t *testing.T) {
 				t.Errorf("Holt = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// holtReference is Holt's recurrence as written down, one division per point.
+func holtReference(ps []Point, alpha, beta, ahead float64) float64 {
+	level := ps[0].Y
+	trend := (ps[1].Y - ps[0].Y) / (ps[1].X - ps[0].X)
+	for i := 1; i < len(ps); i++ {
+		dt := ps[i].X - ps[i-1].X
+		prev := level
+		level = alpha*ps[i].Y + (1-alpha)*(level+trend*dt)
+		trend = beta*(level-prev)/dt + (1-beta)*trend
+	}
+	return level + trend*ahead
+}
+
+// TestHoltMatchesTheRecurrence: Holt gives, to the bit, what the recurrence gives, on series with
+// and without gaps.
+func TestHoltMatchesTheRecurrence(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 2000 {
+		ps := make([]Point, 2+r.IntN(80))
+		x := float64(-len(ps) - 5)
+		for i := range ps {
+			x++
+			if n%2 == 1 && r.IntN(6) == 0 {
+				x += float64(1 + r.IntN(3)) // missing steps
+			}
+			ps[i] = Point{X: x, Y: r.Float64() * 1000}
+		}
+		alpha, beta, ahead := r.Float64(), r.Float64(), float64(1+r.IntN(30))
+		got, _ := Holt(ps, alpha, beta, ahead)
+		if want := holtReference(ps, alpha, beta, ahead); math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("series %d (%d points): Holt %v, the recurrence %v", n, len(ps), got, want)
+		}
 	}
 }
 

@@ -22,6 +22,13 @@ func Holt(ps []Point, alpha, beta, ahead float64) (v float64, ok bool) {
 	for i := 1; i < len(ps); i++ {
 		dt := ps[i].X - ps[i-1].X
 		prev := level
+		if dt == 1 {
+			// The usual step, written without the division: it would sit on the chain from
+			// one point's trend to the next one's, and dividing by 1 changes no bit.
+			level = alpha*ps[i].Y + (1-alpha)*(level+trend)
+			trend = beta*(level-prev) + (1-beta)*trend
+			continue
+		}
 		level = alpha*ps[i].Y + (1-alpha)*(level+trend*dt)
 		trend = beta*(level-prev)/dt + (1-beta)*trend
 	}
