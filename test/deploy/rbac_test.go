@@ -253,11 +253,23 @@ func createScore(name string) access {
 
 func with(allowed bool, a access) access { a.allowed = allowed; return a }
 
+// removeScore deletes, once the test is over, the AddOnPlacementScore name that it creates in the
+// test cluster's namespace: the hub is shared by the package's tests, and -count runs them again.
+func removeScore(t *testing.T, h *localhub.Hub, name string) {
+	t.Cleanup(func() {
+		err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("removing %s: %v", name, err)
+		}
+	})
+}
+
 // TestScoreWriterRBAC: deploy/'s RBAC lets the writer's account do what pkg/scorewriter does, and
 // nothing else.
 func TestScoreWriterRBAC(t *testing.T) {
 	h := rbacHub(t)
 	_, kube, cc := as(t, h, Namespace, "score-writer")
+	removeScore(t, h, "rbac-create")
 	table := []access{
 		listManagedClusters, watchManagedClusters, getManagedCluster,
 		createScore("rbac-create"),
