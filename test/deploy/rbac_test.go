@@ -253,12 +253,11 @@ func createScore(name string) access {
 
 func with(allowed bool, a access) access { a.allowed = allowed; return a }
 
-// removeScore deletes, once the test is over, the AddOnPlacementScore name that it creates in the
-// test cluster's namespace: the hub is shared by the package's tests, and -count runs them again.
-func removeScore(t *testing.T, h *localhub.Hub, name string) {
+// deleteAfter deletes the object name with del once the test is over: the package's tests share
+// one hub, and -count runs them again. Gone already is fine.
+func deleteAfter(t *testing.T, del func(context.Context, string, metav1.DeleteOptions) error, name string) {
 	t.Cleanup(func() {
-		err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete(context.Background(), name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := del(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("removing %s: %v", name, err)
 		}
 	})
@@ -269,7 +268,7 @@ func removeScore(t *testing.T, h *localhub.Hub, name string) {
 func TestScoreWriterRBAC(t *testing.T) {
 	h := rbacHub(t)
 	_, kube, cc := as(t, h, Namespace, "score-writer")
-	removeScore(t, h, "rbac-create")
+	deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, "rbac-create")
 	table := []access{
 		listManagedClusters, watchManagedClusters, getManagedCluster,
 		createScore("rbac-create"),

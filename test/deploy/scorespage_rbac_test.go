@@ -76,11 +76,9 @@ func TestScoresPageRBAC(t *testing.T) {
 			t.Fatalf("not ready under its RBAC: %v", err)
 		}
 		ctx := context.Background()
-		removeScore(t, h, "page-rbac")
-		t.Cleanup(func() {
-			_ = h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).Delete(context.Background(), "page-rbac-decision-1", metav1.DeleteOptions{})
-			_ = h.Cluster.ClusterV1beta1().Placements(Namespace).Delete(context.Background(), "page-rbac", metav1.DeleteOptions{})
-		})
+		deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, "page-rbac")
+		deleteAfter(t, h.Cluster.ClusterV1beta1().Placements(Namespace).Delete, "page-rbac")
+		deleteAfter(t, h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).Delete, "page-rbac-decision-1")
 		obj, err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "page-rbac", Namespace: cluster}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -213,14 +211,6 @@ func TestScoresPageNeedsEveryGrant(t *testing.T) {
 				t.Fatalf("not ready: %v", err)
 			}
 			name := "nowatch-" + res
-			// What the subtest creates goes with it: the hub is shared, and -count runs it again.
-			removed := func(del func(context.Context, string, metav1.DeleteOptions) error, name string) {
-				t.Cleanup(func() {
-					if err := del(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-						t.Errorf("removing %s: %v", name, err)
-					}
-				})
-			}
 			var change func()
 			var seen func(scorespage.Snapshot) bool
 			switch res {
@@ -230,7 +220,7 @@ func TestScoresPageNeedsEveryGrant(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					removed(h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, name)
+					deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, name)
 					obj.Status.Scores = []clusterv1alpha1.AddOnPlacementScoreItem{{Name: "s", Value: 5}}
 					if _, err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 						t.Fatal(err)
@@ -242,7 +232,7 @@ func TestScoresPageNeedsEveryGrant(t *testing.T) {
 					if _, err := h.Cluster.ClusterV1beta1().Placements(Namespace).Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{}); err != nil {
 						t.Fatal(err)
 					}
-					removed(h.Cluster.ClusterV1beta1().Placements(Namespace).Delete, name)
+					deleteAfter(t, h.Cluster.ClusterV1beta1().Placements(Namespace).Delete, name)
 				}
 				seen = func(s scorespage.Snapshot) bool {
 					return slices.ContainsFunc(s.Placements, func(v scorespage.PlacementView) bool { return v.Name == name })
@@ -252,14 +242,14 @@ func TestScoresPageNeedsEveryGrant(t *testing.T) {
 				if _, err := h.Cluster.ClusterV1beta1().Placements(Namespace).Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				removed(h.Cluster.ClusterV1beta1().Placements(Namespace).Delete, name)
+				deleteAfter(t, h.Cluster.ClusterV1beta1().Placements(Namespace).Delete, name)
 				change = func() {
 					pd, err := h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).Create(ctx, &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Name: name + "-decision-1", Namespace: Namespace,
 						Labels: map[string]string{clusterv1beta1.PlacementLabel: name}}}, metav1.CreateOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
-					removed(h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).Delete, pd.Name)
+					deleteAfter(t, h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).Delete, pd.Name)
 					pd.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: cluster}}
 					if _, err := h.Cluster.ClusterV1beta1().PlacementDecisions(Namespace).UpdateStatus(ctx, pd, metav1.UpdateOptions{}); err != nil {
 						t.Fatal(err)
