@@ -92,6 +92,63 @@ func TestHoltMatchesTheRecurrence(t *testing.T) {
 	}
 }
 
+// TestHoltSamplesIsHoltOfThePoints: reading a series' samples as they come gives, to the bit, what
+// Holt gives on the points copied out of them (NaN values left out, X in steps from end), on series
+// with NaNs, gaps, an end off the step grid and fewer than two points; so does reading two series
+// at once (HoltSamples2), of different lengths.
+func TestHoltSamplesIsHoltOfThePoints(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var prev []model.SamplePair // the series before, HoltSamples2's other series
+	for n := range 3000 {
+		step := time.Duration(1+r.IntN(600)) * time.Second
+		end := model.Time(1_780_000_000_000 + r.Int64N(1_000_000))
+		vs := make([]model.SamplePair, r.IntN(80))
+		at := end - model.Time(int64(len(vs)+r.IntN(3))*step.Milliseconds()) - model.Time(r.Int64N(2)*r.Int64N(step.Milliseconds()))
+		for i := range vs {
+			at += model.Time(step.Milliseconds())
+			if n%2 == 1 && r.IntN(6) == 0 {
+				at += model.Time(int64(1+r.IntN(3)) * step.Milliseconds()) // missing steps
+			}
+			vs[i] = model.SamplePair{Timestamp: at, Value: model.SampleValue(r.Float64() * 1000)}
+			if n%3 == 2 && r.IntN(5) == 0 {
+				vs[i].Value = model.SampleValue(math.NaN())
+			}
+		}
+		var ps []Point
+		for _, p := range vs {
+			if !math.IsNaN(float64(p.Value)) {
+				ps = append(ps, Point{X: float64(p.Timestamp-end) / float64(step.Milliseconds()), Y: float64(p.Value)})
+			}
+		}
+		alpha, beta, ahead := r.Float64(), r.Float64(), float64(1+r.IntN(30))
+		got, gotN, lastX := HoltSamples(vs, end, step, alpha, beta, ahead)
+		want, ok := Holt(ps, alpha, beta, ahead)
+		if gotN != len(ps) || (len(ps) > 0 && lastX != ps[len(ps)-1].X) {
+			t.Fatalf("series %d: %d points, last X %v; want %d points", n, gotN, lastX, len(ps))
+		}
+		if ok != (gotN >= 2) || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("series %d (%d points): HoltSamples %v, Holt %v (ok %v)", n, len(ps), got, want, ok)
+		}
+		prevV, prevN, prevX := HoltSamples(prev, end, step, alpha, beta, ahead)
+		for _, order := range []bool{false, true} {
+			a, b := vs, prev
+			if order {
+				a, b = prev, vs
+			}
+			va, na, xa, vb, nb, xb := HoltSamples2(a, b, end, step, alpha, beta, ahead)
+			if order {
+				va, na, xa, vb, nb, xb = vb, nb, xb, va, na, xa
+			}
+			if math.Float64bits(va) != math.Float64bits(got) || na != gotN || xa != lastX ||
+				math.Float64bits(vb) != math.Float64bits(prevV) || nb != prevN || xb != prevX {
+				t.Fatalf("series %d: HoltSamples2 %v %d %v and %v %d %v; one at a time %v %d %v and %v %d %v",
+					n, va, na, xa, vb, nb, xb, got, gotN, lastX, prevV, prevN, prevX)
+			}
+		}
+		prev = vs
+	}
+}
+
 func TestHeadrooms(t *testing.T) {
 	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	series := func(cluster string, lastOffset time.Duration, ys ...float64) *model.SampleStream {

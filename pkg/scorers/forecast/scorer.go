@@ -88,30 +88,34 @@ func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (fl
 	ahead := float64(time.Duration(c.Horizon)) / float64(step)
 	endMs := model.TimeFromUnixNano(end.UnixNano())
 	in := make([]promql.Input, 0, len(usage))
-	ps := make([]Point, 0, 64)
-	for _, s := range usage {
-		ps = ps[:0]
-		for _, p := range s.Values {
-			if !math.IsNaN(float64(p.Value)) {
-				ps = append(ps, Point{X: float64(p.Timestamp-endMs) / float64(step.Milliseconds()), Y: float64(p.Value)})
-			}
-		}
+	add := func(s *model.SampleStream, predicted float64, n int, lastX float64) {
 		switch {
-		case len(ps) < 2:
+		case n < 2:
 			skipped.Short++
-			continue
-		case ps[len(ps)-1].X != 0:
+			return
+		case lastX != 0:
 			// Never score a cluster on data that stopped coming: leave it out.
 			skipped.Stale++
-			continue
+			return
 		}
 		capa, ok := capacity(string(s.Metric[model.LabelName(c.ClusterLabel)]))
 		if !ok || !(capa > 0) {
 			skipped.NoCapacity++
-			continue
+			return
 		}
-		predicted, _ := Holt(ps, c.Alpha, c.Beta, ahead)
 		in = append(in, promql.Input{Metric: s.Metric, Value: (capa - math.Max(predicted, 0)) / capa})
+	}
+	// Two series at a time: see HoltSamples2.
+	i := 0
+	for ; i+1 < len(usage); i += 2 {
+		a, b := usage[i], usage[i+1]
+		va, na, xa, vb, nb, xb := HoltSamples2(a.Values, b.Values, endMs, step, c.Alpha, c.Beta, ahead)
+		add(a, va, na, xa)
+		add(b, vb, nb, xb)
+	}
+	if i < len(usage) {
+		v, n, x := HoltSamples(usage[i].Values, endMs, step, c.Alpha, c.Beta, ahead)
+		add(usage[i], v, n, x)
 	}
 	return in, skipped
 }
