@@ -3,6 +3,7 @@ package prom
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/common/model"
@@ -30,6 +31,19 @@ func decodeAnswer(body []byte) (v model.Value, warnings []string, ok bool) {
 	return v, warnings, true
 }
 
+// decodePicked is decodeAnswer for an instant vector of which only the labels named are kept
+// (Client.QueryLabels): no label map per series. It takes the same plain answers as
+// decodeAnswer, less those with more than 16 label names (left to the general path), and
+// returns ok=false for anything else, a matrix included.
+func decodePicked(body []byte, names []string) (v []Picked, warnings []string, ok bool) {
+	d := decoder{Scanner: jsonscan.Scanner{B: body}, names: map[string]model.LabelName{}, pick: names}
+	got, warnings := d.answer()
+	if d.Bad || got != nil {
+		return nil, nil, false
+	}
+	return d.picked, warnings, true
+}
+
 type decoder struct {
 	jsonscan.Scanner
 	// names interns label names: a fleet's series share a handful of them.
@@ -46,6 +60,13 @@ type decoder struct {
 	samples []model.Sample
 	streams []model.SampleStream
 	points  []model.SamplePair
+	// pick, when set, names the labels kept of an instant vector's series: the result goes to
+	// picked, each series' values taken from blocks of pickedLabels; slot[k] is the place in
+	// pick of the name few[k] (-1: not kept).
+	pick         []string
+	picked       []Picked
+	pickedLabels []model.LabelValue
+	slot         []int
 }
 
 // recentValues is how many values of a label are kept for reuse.
@@ -111,6 +132,9 @@ func (d *decoder) data() (v model.Value) {
 			switch {
 			case v != nil:
 				d.Fail()
+			case typ == model.ValVector.String() && d.pick != nil:
+				d.picked = d.pickedVector()
+				v = nil
 			case typ == model.ValVector.String():
 				v = d.vector()
 			case typ == model.ValMatrix.String():
@@ -122,7 +146,7 @@ func (d *decoder) data() (v model.Value) {
 			d.Fail()
 		}
 	})
-	if v == nil {
+	if v == nil && d.picked == nil {
 		d.Fail()
 	}
 	return v
@@ -132,32 +156,54 @@ func (d *decoder) vector() model.Vector {
 	vec := model.Vector{}
 	d.Array(func() {
 		s := take(&d.samples)
-		var seen [2]bool
-		d.Object(func(key []byte) {
-			switch string(key) {
-			case "metric":
-				if seen[0] {
-					d.Fail()
-				}
-				seen[0] = true
-				s.Metric = d.metric()
-			case "value":
-				if seen[1] {
-					d.Fail()
-				}
-				seen[1] = true
-				p := d.pair()
-				s.Timestamp, s.Value = p.Timestamp, p.Value
-			default:
-				d.Fail()
-			}
-		})
-		if !seen[0] || !seen[1] {
-			d.Fail()
-		}
+		p := d.sample(func() { s.Metric = d.metric() })
+		s.Timestamp, s.Value = p.Timestamp, p.Value
 		vec = append(jsonscan.Grow(vec), s)
 	})
 	return vec
+}
+
+// pickedVector reads an instant vector keeping the labels d.pick names.
+func (d *decoder) pickedVector() []Picked {
+	out := []Picked{}
+	d.Array(func() {
+		if cap(d.pickedLabels)-len(d.pickedLabels) < len(d.pick) {
+			d.pickedLabels = make([]model.LabelValue, 0, blockSize*len(d.pick))
+		}
+		n := len(d.pickedLabels)
+		d.pickedLabels = d.pickedLabels[:n+len(d.pick)]
+		labels := d.pickedLabels[n : n+len(d.pick) : n+len(d.pick)]
+		p := d.sample(func() { d.pickLabels(labels) })
+		out = append(jsonscan.Grow(out), Picked{Labels: labels, Value: p.Value, Timestamp: p.Timestamp})
+	})
+	return out
+}
+
+// sample reads one {"metric":{...},"value":[ts,"v"]}, metric reading the labels.
+func (d *decoder) sample(metric func()) (p model.SamplePair) {
+	var seen [2]bool
+	d.Object(func(key []byte) {
+		switch string(key) {
+		case "metric":
+			if seen[0] {
+				d.Fail()
+			}
+			seen[0] = true
+			metric()
+		case "value":
+			if seen[1] {
+				d.Fail()
+			}
+			seen[1] = true
+			p = d.pair()
+		default:
+			d.Fail()
+		}
+	})
+	if !seen[0] || !seen[1] {
+		d.Fail()
+	}
+	return p
 }
 
 func (d *decoder) matrix() model.Matrix {
@@ -251,6 +297,27 @@ func (d *decoder) metric() model.Metric {
 		}
 	})
 	return m
+}
+
+// pickLabels reads a series' labels, keeping into labels the values of those d.pick names.
+func (d *decoder) pickLabels(labels []model.LabelValue) {
+	var seen uint32 // bit k: few[k] read (a label given twice is not plain)
+	d.Object(func(key []byte) {
+		_, k := d.name(key)
+		if k < 0 || seen&(1<<k) != 0 {
+			d.Fail() // more names than few holds, or a label given twice
+			return
+		}
+		seen |= 1 << k
+		for len(d.slot) < len(d.few) {
+			d.slot = append(d.slot, slices.Index(d.pick, string(d.few[len(d.slot)])))
+		}
+		if i := d.slot[k]; i >= 0 {
+			labels[i] = d.labelValue(k)
+		} else {
+			d.Str()
+		}
+	})
 }
 
 // pair reads [ts, "value"].

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,6 +297,64 @@ func TestDecodeAnswerAgreesWithClientGolang(t *testing.T) {
 	t.Logf("%d of %d answers took the fast path", fast, total)
 }
 
+// samePicked compares picked series exactly (values bit for bit).
+func samePicked(a, b []Picked) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%d series, other %d", len(a), len(b))
+	}
+	for i := range a {
+		if !slices.Equal(a[i].Labels, b[i].Labels) || a[i].Timestamp != b[i].Timestamp || !sameFloat(float64(a[i].Value), float64(b[i].Value)) {
+			return fmt.Errorf("series %d: %v, other %v", i, a[i], b[i])
+		}
+	}
+	return nil
+}
+
+// Whatever decodePicked takes, client_golang decodes to a vector whose labels, picked, are the
+// same; a label name not in any series picks "". Random answers and mutations of them, as for
+// decodeAnswer; most plain vectors must take the fast path.
+func TestDecodePickedAgreesWithPick(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 17))
+	names := []string{"cluster", "resource", "absent", "le"}
+	var fast, total int
+	check := func(body []byte) {
+		total++
+		got, warnings, ok := decodePicked(body, names)
+		if !ok {
+			return
+		}
+		fast++
+		want, err := reference(body, false)
+		if err != nil {
+			t.Fatalf("decodePicked took what client_golang refuses (%v):\n%s", err, body)
+		}
+		vec, isVec := want.(model.Vector)
+		if !isVec {
+			t.Fatalf("decodePicked took a %T:\n%s", want, body)
+		}
+		if err := samePicked(Pick(vec, names...), got); err != nil {
+			t.Fatalf("%v\n%s", err, body)
+		}
+		if _, w, _ := decodeAnswer(body); !slices.Equal(w, warnings) {
+			t.Fatalf("warnings %q, decodeAnswer's %q", warnings, w)
+		}
+	}
+	for range 20000 {
+		body := genAnswer(r, r.IntN(4) == 0)
+		check(body)
+		m := bytes.Clone(body)
+		if len(m) > 0 {
+			i := r.IntN(len(m))
+			m = append(m[:i], m[i+1:]...)
+		}
+		check(m)
+	}
+	if fast < total/10 {
+		t.Fatalf("only %d of %d answers took the fast path", fast, total)
+	}
+	t.Logf("%d of %d answers took the fast path", fast, total)
+}
+
 // Fleet-sized plain answers, as Prometheus writes them, take the fast path and agree.
 func TestDecodeAnswerFleet(t *testing.T) {
 	var vb, mb strings.Builder
@@ -397,6 +456,13 @@ func TestClientAnswers(t *testing.T) {
 		if err := same(want, got); err != nil || len(got) != 1 {
 			t.Errorf("%s: %v (%v)", body, err, got)
 		}
+		picked, err := c.QueryLabels(context.Background(), "q", time.Now(), "cluster", "absent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := samePicked(Pick(want.(model.Vector), "cluster", "absent"), picked); err != nil || picked[0].Labels[1] != "" {
+			t.Errorf("%s: QueryLabels %v (%v)", body, err, picked)
+		}
 		if _, err := c.QueryRange(context.Background(), "q", time.Now().Add(-time.Hour), time.Now(), time.Minute); err == nil || KindOf(err) != BadQuery {
 			t.Errorf("a vector for a range query: %v, want a bad query", err)
 		}
@@ -408,6 +474,17 @@ func TestClientAnswers(t *testing.T) {
 	}
 	if _, err := c.Query(context.Background(), "q", time.Now()); KindOf(err) != BadQuery || !strings.Contains(err.Error(), "parse error") {
 		t.Errorf("bad_data: %v, want a bad query quoting it", err)
+	}
+	if _, err := c.QueryLabels(context.Background(), "q", time.Now(), "cluster"); KindOf(err) != BadQuery || !strings.Contains(err.Error(), "parse error") {
+		t.Errorf("QueryLabels, bad_data: %v, want a bad query quoting it", err)
+	}
+	matrix := `{"status":"success","data":{"resultType":"matrix","result":[]}}`
+	c, err = New(Config{URL: "http://prometheus.invalid", Timeout: time.Second, Transport: canned{200, matrix}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.QueryLabels(context.Background(), "q", time.Now(), "cluster"); KindOf(err) != BadQuery || !strings.Contains(err.Error(), "matrix") {
+		t.Errorf("QueryLabels, a matrix: %v, want a bad query naming it", err)
 	}
 }
 

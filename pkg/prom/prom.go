@@ -35,6 +35,31 @@ type Querier interface {
 	Query(ctx context.Context, query string, at time.Time) (model.Vector, error)
 	// QueryRange evaluates query at start, start+step, ... up to end.
 	QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error)
+	// QueryLabels is Query for a caller that reads only the labels named of each series.
+	QueryLabels(ctx context.Context, query string, at time.Time, names ...string) ([]Picked, error)
+}
+
+// Picked is one series of an instant vector with only the labels a caller reads.
+type Picked struct {
+	// Labels are the values of the label names asked for, in their order: "" for one the
+	// series does not have (Prometheus does not tell an empty value from a missing label).
+	Labels    []model.LabelValue
+	Value     model.SampleValue
+	Timestamp model.Time
+}
+
+// Pick keeps of each sample the labels named, as QueryLabels does.
+func Pick(v model.Vector, names ...string) []Picked {
+	out := make([]Picked, len(v))
+	labels := make([]model.LabelValue, len(v)*len(names))
+	for i, s := range v {
+		l := labels[i*len(names) : (i+1)*len(names) : (i+1)*len(names)]
+		for k, n := range names {
+			l[k] = s.Metric[model.LabelName(n)]
+		}
+		out[i] = Picked{Labels: l, Value: s.Value, Timestamp: s.Timestamp}
+	}
+	return out
 }
 
 // Config says how to reach Prometheus.
@@ -160,6 +185,28 @@ func (c *Client) Query(ctx context.Context, query string, at time.Time) (model.V
 	return vec, err
 }
 
+// QueryLabels implements Querier. It costs far less than Query on a large answer: Query builds
+// a label map per series (two allocations and a hash per label), which is most of reading a
+// fleet's answer and of reading the result back. An answer the one-pass decoder does not take
+// is read by client_golang, as by Query, and picked from.
+func (c *Client) QueryLabels(ctx context.Context, query string, at time.Time, names ...string) ([]Picked, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now()
+	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValVector, pick: names}
+	v, warnings, err := v1.NewAPI(fast).Query(ctx, query, at, v1.WithTimeout(c.timeout))
+	if err == nil && fast.picked != nil {
+		c.done("instant", query, start, warnings, nil)
+		return fast.picked, nil
+	}
+	vec, err := result[model.Vector](query, v, err)
+	c.done("instant", query, start, warnings, err)
+	if err != nil {
+		return nil, err
+	}
+	return Pick(vec, names...), nil
+}
+
 // QueryRange implements Querier.
 func (c *Client) QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -189,13 +236,17 @@ func (c *Client) done(kind, query string, start time.Time, warnings v1.Warnings,
 
 // fastAnswers is the HTTP client under client_golang's API for one query: requests, retries
 // and errors stay client_golang's, but a successful answer of the wanted type is decoded here
-// (decodeAnswer) and client_golang is handed an empty result of that type with the answer's
-// warnings instead. An answer decodeAnswer does not take reaches client_golang as it came.
+// (decodeAnswer, or decodePicked for QueryLabels) and client_golang is handed an empty result of
+// that type with the answer's warnings instead. An answer they do not take reaches client_golang
+// as it came.
 type fastAnswers struct {
 	api.Client // for URL: Do is below
 	hc         *http.Client
 	want       model.ValueType
 	got        model.Value
+	// pick, when set, asks for an instant vector's series with only these labels, in picked.
+	pick   []string
+	picked []Picked
 }
 
 func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
@@ -203,9 +254,19 @@ func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response
 	if err != nil || resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent {
 		return resp, body, err
 	}
-	v, warnings, ok := decodeAnswer(body)
-	if !ok || v.Type() != f.want {
-		return resp, body, err
+	var warnings []string
+	if f.pick != nil {
+		picked, w, ok := decodePicked(body, f.pick)
+		if !ok {
+			return resp, body, err
+		}
+		f.picked, warnings = picked, w
+	} else {
+		v, w, ok := decodeAnswer(body)
+		if !ok || v.Type() != f.want {
+			return resp, body, err
+		}
+		f.got, warnings = v, w
 	}
 	stub := map[string]any{"status": "success", "data": map[string]any{"resultType": f.want.String(), "result": []any{}}}
 	if warnings != nil {
@@ -213,9 +274,8 @@ func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response
 	}
 	b, merr := json.Marshal(stub)
 	if merr != nil {
-		return resp, body, err
+		return resp, body, err // what was decoded is what client_golang reads from body
 	}
-	f.got = v
 	return resp, b, nil
 }
 

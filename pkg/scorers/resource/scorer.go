@@ -61,17 +61,17 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	allocQ, reqQ := cfg.Queries()
 	c := NewCollector(&cfg)
 	c.AbsentRequestsAreZero = true // the requests query covers every cluster
-	alloc, err := s.Prom.Query(ctx, allocQ, at)
+	alloc, err := s.Prom.QueryLabels(ctx, allocQ, at, c.Labels()...)
 	if err != nil {
 		return nil, prom.Fail(err)
 	}
-	c.AddVector(alloc, true)
+	c.AddPicked(alloc, true)
 	if reqQ != "" {
-		req, err := s.Prom.Query(ctx, reqQ, at)
+		req, err := s.Prom.QueryLabels(ctx, reqQ, at, c.Labels()...)
 		if err != nil {
 			return nil, prom.Fail(err)
 		}
-		c.AddVector(req, false)
+		c.AddPicked(req, false)
 	}
 	return s.result(&cfg, c, at), nil
 }
