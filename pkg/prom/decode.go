@@ -134,7 +134,6 @@ func (d *decoder) data() (v model.Value) {
 				d.Fail()
 			case typ == model.ValVector.String() && d.pick != nil:
 				d.picked = d.pickedVector()
-				v = nil
 			case typ == model.ValVector.String():
 				v = d.vector()
 			case typ == model.ValMatrix.String():

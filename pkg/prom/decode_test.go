@@ -463,6 +463,9 @@ func TestClientAnswers(t *testing.T) {
 		if err := samePicked(Pick(want.(model.Vector), "cluster", "absent"), picked); err != nil || picked[0].Labels[1] != "" {
 			t.Errorf("%s: QueryLabels %v (%v)", body, err, picked)
 		}
+		if none, err := c.QueryLabels(context.Background(), "q", time.Now()); err != nil || len(none) != 1 || none[0].Value != 1.25 || len(none[0].Labels) != 0 {
+			t.Errorf("%s: QueryLabels of no label: %v, %v; want the one series, no labels", body, none, err)
+		}
 		if _, err := c.QueryRange(context.Background(), "q", time.Now().Add(-time.Hour), time.Now(), time.Minute); err == nil || KindOf(err) != BadQuery {
 			t.Errorf("a vector for a range query: %v, want a bad query", err)
 		}

@@ -193,6 +193,9 @@ func (c *Client) QueryLabels(ctx context.Context, query string, at time.Time, na
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	start := time.Now()
+	if names == nil {
+		names = []string{} // pick nothing, still through decodePicked: fastAnswers tells by nil
+	}
 	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValVector, pick: names}
 	v, warnings, err := v1.NewAPI(fast).Query(ctx, query, at, v1.WithTimeout(c.timeout))
 	if err == nil && fast.picked != nil {
