@@ -3,6 +3,7 @@ package scoring
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -26,6 +27,17 @@ func (f NameFormat) Validate() error {
 		return fmt.Errorf("score name format %q cannot make a legal score name: %v", string(f), err)
 	}
 	return nil
+}
+
+// Labels are the label names the format refers to, each once, in the order they first appear.
+func (f NameFormat) Labels() []string {
+	var out []string
+	for _, m := range placeholder.FindAllStringSubmatch(string(f), -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
 }
 
 // Name fills the format from labels. A missing label, or a result that is not a legal score name

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -188,6 +189,21 @@ func TestApplyToIsApply(t *testing.T) {
 			if ok[i] != wok || scores[i] != w {
 				t.Fatalf("%+v %v: ApplyTo[%d] = %d %v, Apply %d %v", n, vals, i, scores[i], ok[i], w, wok)
 			}
+		}
+	}
+}
+
+// TestNameFormatLabels: the labels a format refers to, each once, in order; "${" that is not a
+// placeholder refers to none.
+func TestNameFormatLabels(t *testing.T) {
+	for f, want := range map[NameFormat][]string{
+		"load":                       nil,
+		"${app};${device}":           {"app", "device"},
+		"${device}-${app}-${device}": {"device", "app"},
+		"a${-b${x}":                  {"x"},
+	} {
+		if got := f.Labels(); !slices.Equal(got, want) {
+			t.Errorf("%q.Labels() = %q, want %q", f, got, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
@@ -228,6 +230,38 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestPickedInputsScoreAsTheSeries: an instant result read with only the labels an output reads
+// (QueryLabels) scores as the whole series do: the same items and the same errors, for names with
+// and without placeholders, series without the cluster label or a named label among them.
+func TestPickedInputsScoreAsTheSeries(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 500 {
+		var v model.Vector
+		for range 1 + r.IntN(30) {
+			m := model.Metric{"job": "x"}
+			for _, l := range []model.LabelName{"cluster", "app", "device"} {
+				if r.IntN(12) > 0 {
+					m[l] = model.LabelValue(fmt.Sprintf("%s%d", l[:1], r.IntN(20)))
+				}
+			}
+			v = append(v, &model.Sample{Metric: m, Value: model.SampleValue(r.IntN(100))})
+		}
+		for _, name := range []scoring.NameFormat{"load", "${app}", "${app};${device}", "${cluster}-${app}-${cluster}"} {
+			out := Output{Resource: "r", ScoreName: name, Normalize: scoring.Normalization{Method: scoring.MethodNone}}
+			whole := make([]Input, len(v))
+			for i, s := range v {
+				whole[i] = Input{Metric: s.Metric, Value: float64(s.Value)}
+			}
+			want, wantErr := out.Score("cluster", whole)
+			names := out.labels("cluster")
+			got, gotErr := out.Score("cluster", FromPicked(prom.Pick(v, names...), names))
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s over %v:\npicked %+v, %v\nwhole  %+v, %v", name, v, got, gotErr, want, wantErr)
+			}
+		}
+	}
+}
+
 func vectorN(n int) model.Vector {
 	v := make(model.Vector, n)
 	for i := range v {
@@ -242,12 +276,13 @@ func BenchmarkScore1000(b *testing.B)  { benchScore(b, 1000) }
 func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
 
 func benchScore(b *testing.B, n int) {
-	v := vectorN(n)
 	out := Output{Resource: "r", ScoreName: "load", Normalize: scoring.Normalization{Method: scoring.MethodMinMax}}
+	names := out.labels("cluster")
+	v := prom.Pick(vectorN(n), names...) // as QueryLabels returns it
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
-		sc, err := out.Score("cluster", FromVector(v))
+		sc, err := out.Score("cluster", FromPicked(v, names))
 		if err != nil || len(sc.Items) != n {
 			b.Fatal(err, len(sc.Items))
 		}

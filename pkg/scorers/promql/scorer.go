@@ -57,11 +57,12 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 // be refreshed by the pings in between.
 func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []Input, observed time.Time, err error) {
 	if !c.IsRange() {
-		v, err := q.Query(ctx, c.Query, now)
+		names := c.labels(c.ClusterLabel)
+		v, err := q.QueryLabels(ctx, c.Query, now, names...)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		return FromVector(v), now, nil
+		return FromPicked(v, names), now, nil
 	}
 	step := time.Duration(c.Step)
 	start, end := prom.AlignedRange(now, time.Duration(c.Range), step)
