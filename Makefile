@@ -50,8 +50,12 @@ run-oidc: tools build ## The same with Knative's sender identity on and the oidc
 run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (scoreflow run --tls --oidc; a local CA stands in for cert-manager).
 	bin/scoreflow run --tls --oidc
 
+.PHONY: dsf-deps
+dsf-deps: ## Install Debian's FastAPI, uvicorn, pydantic, Jinja2 and requests if missing (the DSF tests run DSF's own scorers unmodified; uses sudo unless root).
+	@hack/install-dsf-deps.sh
+
 .PHONY: test
-test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
+test: tools browser dsf-deps lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz
 
