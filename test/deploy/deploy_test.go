@@ -35,14 +35,12 @@ const (
 // Sets of manifests applied together.
 const (
 	setHub      = "hub"      // what `make deploy` applies: deploy/ + brokers/scoreflow.yaml + triggers/
-	setHubDSF   = "hubDSF"   // the same with the example PingSources of DSF scorers (deploy/dsf/)
 	setHubKafka = "hubKafka" // the same with the Kafka-backed broker
 	setAgent    = "agent"    // deploy/managed-cluster/, applied on a managed cluster
 )
 
 var setPaths = map[string][]string{
 	setHub:      {"deploy", "brokers/scoreflow.yaml", "triggers"},
-	setHubDSF:   {"deploy", "deploy/dsf", "brokers/scoreflow.yaml", "triggers"},
 	setHubKafka: {"deploy", "brokers/kafka", "triggers"},
 	setAgent:    {"deploy/managed-cluster"},
 }
@@ -103,7 +101,6 @@ func TestEveryManifestDecodes(t *testing.T) {
 		"triggers":               func(s *manifests.Set) int { return len(s.Triggers) },
 		"deploy":                 func(s *manifests.Set) int { return len(s.Services) },
 		"deploy/managed-cluster": func(s *manifests.Set) int { return len(s.Services) },
-		"deploy/dsf":             func(s *manifests.Set) int { return len(s.PingSources) },
 	}
 	for _, d := range dirs {
 		rel, _ := filepath.Rel(repo, d)
@@ -160,7 +157,7 @@ func TestNamespaces(t *testing.T) {
 					t.Errorf("%s: %s %s has no metadata.namespace", it.Source, kind, it.Object.GetName())
 				case !clusterScoped && !contains(created, ns):
 					t.Errorf("%s: %s %s is in namespace %q, which this set does not create (%v)", it.Source, kind, it.Object.GetName(), ns, created)
-				case !clusterScoped && (name == setHub || name == setHubKafka || name == setHubDSF) && ns != Namespace:
+				case !clusterScoped && (name == setHub || name == setHubKafka) && ns != Namespace:
 					t.Errorf("%s: %s %s is in namespace %q, not %q", it.Source, kind, it.Object.GetName(), ns, Namespace)
 				}
 			}
