@@ -312,15 +312,11 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, dep *appsv1.
 
 	// cluster1's Prometheus: two pods using 2.5 and 4.5 cores, no cluster label.
 	prom := promtest.Start(t)
-	now := promtest.Aligned(15 * time.Second)
+	now := promtest.Aligned(time.Minute)
 	var series []promtest.Series
-	for i, slope := range []float64{2.5, 4.5} {
-		var v []float64
-		for k := range 61 {
-			v = append(v, float64(k)*15*slope)
-		}
-		series = append(series, promtest.Grid(map[string]string{"__name__": "container_cpu_usage_seconds_total", "node": "worker-1",
-			"namespace": "shop", "pod": fmt.Sprintf("web-%d", i), "container": "web"}, now, 15*time.Second, v...))
+	for i, rate := range []float64{2.5, 4.5} {
+		series = append(series, promtest.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total", "node": "worker-1",
+			"namespace": "shop", "pod": fmt.Sprintf("web-%d", i), "container": "web"}, rate, now))
 	}
 	prom.MustPush(t, series...)
 	sample := dsfupstream.Scorer(t, "sample-scorer")

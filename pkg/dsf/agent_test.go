@@ -123,34 +123,18 @@ func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 		"mydynamicscorer-external-llm.yaml", "mydynamicscorer-simple-prediction.yaml", "ai-workload-perf-scorer.yaml", "ai-workload-power-scorer.yaml",
 		"mydynamicscoringconfig.yaml")
 
-	// This cluster's Prometheus: three pods using 1.5, 2.5 and 3.5 cores (the scores truncate the
-	// means, which the first, partial rate window pulls a little below), GPU power per app and
-	// device, vLLM's token counter; sampled every 15s for the last 15 minutes.
+	// This cluster's Prometheus: three pods using 1.5, 2.5 and 3.5 cores, GPU power per app and
+	// device, vLLM's token counter.
 	prom := promtest.Start(t)
-	now := promtest.Aligned(15 * time.Second)
+	now := promtest.Aligned(time.Minute)
 	var series []promtest.Series
-	const samples = 61
-	ramp := func(per15s float64) []float64 {
-		var v []float64
-		for i := range samples {
-			v = append(v, float64(i)*per15s)
-		}
-		return v
-	}
 	for i := range 3 {
-		series = append(series, promtest.Grid(l("__name__", "container_cpu_usage_seconds_total", "node", "worker-1", "namespace", "shop",
-			"pod", fmt.Sprintf("web-%d", i), "container", "web"), now, 15*time.Second, ramp(15*(float64(i)+1.5))...))
-	}
-	flat := func(x float64) []float64 {
-		var v []float64
-		for range samples {
-			v = append(v, x)
-		}
-		return v
+		series = append(series, promtest.Counter(l("__name__", "container_cpu_usage_seconds_total", "node", "worker-1", "namespace", "shop",
+			"pod", fmt.Sprintf("web-%d", i), "container", "web"), float64(i)+1.5, now))
 	}
 	series = append(series,
-		promtest.Grid(l("__name__", "DCGM_FI_DEV_POWER_USAGE", "Hostname", "worker-1", "GPU_I_ID", "0", "GPU_I_PROFILE", "3g.47gb", "exported_pod", "app01-abc"), now, 15*time.Second, flat(150)...),
-		promtest.Grid(l("__name__", "vllm:generation_tokens_total", "pod", "app01-abc"), now, 15*time.Second, ramp(300)...),
+		promtest.Counter(l("__name__", "vllm:generation_tokens_total", "pod", "app01-abc"), 20, now),
+		promtest.Grid(l("__name__", "DCGM_FI_DEV_POWER_USAGE", "Hostname", "worker-1", "GPU_I_ID", "0", "GPU_I_PROFILE", "3g.47gb", "exported_pod", "app01-abc"), now, time.Minute, 150, 150, 150, 150, 150),
 	)
 	prom.MustPush(t, series...)
 
@@ -189,7 +173,7 @@ func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 	waitFor(ctx, t, "cluster1's scores of every published spec", func() bool { return reflect.DeepEqual(c1.resources(), want) })
 
 	expect := map[string][]contract.Score{
-		// The mean of each pod's rate (about 1.5, 2.5, 3.5 cores), named ${node};${namespace};${pod}.
+		// The mean of each pod's rate (1.5, 2.5, 3.5 cores) truncated, named ${node};${namespace};${pod}.
 		"sample-my-score": {{Name: "worker-1;shop;web-0", Value: 1}, {Name: "worker-1;shop;web-1", Value: 2}, {Name: "worker-1;shop;web-2", Value: 3}},
 		// The model's forecast, last value + 1 (2.5, 3.5, 4.5), per pod.
 		"llm-forecast-score": {{Name: "worker-1;shop;web-0", Value: 2}, {Name: "worker-1;shop;web-1", Value: 3}, {Name: "worker-1;shop;web-2", Value: 4}},
