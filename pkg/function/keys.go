@@ -80,25 +80,31 @@ func (k *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 }
 
 // refresh reads the keys unless they were read since seen (then it returns that read's keys) or
-// less than the interval ago (then it fails as unavailable).
+// less than the interval ago (then it fails as unavailable; a second after a failed read).
 func (k *keySet) refresh(ctx context.Context, seen time.Time) ([]jose.JSONWebKey, error) {
 	k.fetching.Lock()
 	defer k.fetching.Unlock()
 	k.mu.Lock()
 	keys, last, lastErr := k.keys, k.read, k.readErr
 	k.mu.Unlock()
+	// After a failed read the next may come sooner, as discovery is retried: until the keys are
+	// read no token verifies.
+	wait := k.interval
+	if lastErr != nil {
+		wait = min(wait, retryDiscovery)
+	}
 	switch {
 	case last.After(seen):
 		if lastErr != nil {
 			return nil, lastErr
 		}
 		return keys, nil
-	case !last.IsZero() && time.Since(last) < k.interval:
+	case !last.IsZero() && time.Since(last) < wait:
 		if lastErr != nil {
 			return nil, lastErr
 		}
 		return nil, fmt.Errorf("%s: the token names a key not among those read %s ago; they are read again at most every %s",
-			keysUnavailable, time.Since(last).Round(time.Millisecond), k.interval)
+			keysUnavailable, time.Since(last).Round(time.Millisecond), wait)
 	}
 	start := time.Now()
 	keys, err := k.fetch(ctx)
@@ -114,7 +120,9 @@ func (k *keySet) refresh(ctx context.Context, seen time.Time) ([]jose.JSONWebKey
 }
 
 func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Not cut short by the caller that asked: other tokens wait for this read, and a failed one
+	// holds the next back.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
 	if err != nil {
