@@ -93,11 +93,12 @@ func (mk *Marker) Sync(ctx context.Context) error {
 }
 
 // bound returns the cluster and policy of a binding the optimizer wrote, and an empty cluster for
-// one it did not (logged) or whose Placement is gone (a plan being replaced).
+// one it did not (logged at debug level: every sync meets it again) or whose Placement is gone (a
+// plan being replaced).
 func (mk *Marker) bound(ctx context.Context, b *unstructured.Unstructured) (cluster, policy string, err error) {
 	cluster, plan, policy, err := generatedBinding(b)
 	if err != nil {
-		mk.Log.Warn("compliance: binding ignored", "err", err)
+		mk.Log.Debug("compliance: binding ignored", "err", err)
 		return "", "", nil
 	}
 	name := policyPlacementName(cluster, plan)
@@ -109,7 +110,7 @@ func (mk *Marker) bound(ctx context.Context, b *unstructured.Unstructured) (clus
 		return "", "", fmt.Errorf("get Placement %s/%s: %w", b.GetNamespace(), name, err)
 	}
 	if on, ok := selectedCluster(p); !generatedPlacement(p) || !ok || on != cluster || p.Labels[LabelPlan] != plan {
-		mk.Log.Warn("compliance: binding ignored", "err", fmt.Sprintf("PlacementBinding %s/%s binds Placement %s, which is not the plan's for cluster %s", b.GetNamespace(), b.GetName(), name, cluster))
+		mk.Log.Debug("compliance: binding ignored", "err", fmt.Sprintf("PlacementBinding %s/%s binds Placement %s, which is not the plan's for cluster %s", b.GetNamespace(), b.GetName(), name, cluster))
 		return "", "", nil
 	}
 	return cluster, policy, nil
