@@ -248,7 +248,8 @@ func TestOptimizerNeedsEveryGrant(t *testing.T) {
 		if ferr == nil && syncErr == nil {
 			_, ferr = o.Reset(ctx, &optimizer.ResetRequest{Namespace: optNamespace})
 		}
-		if forbidden := (ferr != nil && ferr.Reason == contract.ReasonForbidden) || apierrors.IsForbidden(syncErr); !forbidden {
+		// The API server's Forbidden (500), not the optimizer's own refusal of a namespace (400).
+		if forbidden := (ferr != nil && ferr.Reason == contract.ReasonForbidden && ferr.Status == 500) || apierrors.IsForbidden(syncErr); !forbidden {
 			t.Errorf("%v / sync %v, want Forbidden", ferr, syncErr)
 		}
 		// Leave nothing for the next variant to trip over.
