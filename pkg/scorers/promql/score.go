@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/common/model"
 
@@ -92,13 +91,8 @@ type Scored struct {
 // infinite values (an empty aggregation, x/0) score nothing. Two series that name the same score of
 // the same cluster are an error: the query must aggregate them.
 func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
-	// A format without placeholders names every series alike: skip filling it per series.
-	static := !strings.Contains(string(o.ScoreName), "${")
-	if static {
-		return o.scoreOneName(clusterLabel, in)
-	}
 	var out Scored
-	byName := map[string]map[string]float64{}
+	byName := map[string]map[string]float64{} // score name -> cluster -> value
 	for i := range in {
 		s := &in[i]
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
@@ -109,10 +103,7 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 			out.Dropped++
 			continue
 		}
-		name, err := string(o.ScoreName), error(nil)
-		if !static {
-			name, err = o.ScoreName.NameFrom(s.Label)
-		}
+		name, err := o.ScoreName.NameFrom(s.Label)
 		if err != nil {
 			out.Dropped++
 			if out.NameErr == nil {
@@ -120,28 +111,13 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 			}
 			continue
 		}
-		vals := byName[name]
-		if vals == nil {
-			vals = make(map[string]float64, len(in))
-			byName[name] = vals
+		if byName[name] == nil {
+			byName[name] = map[string]float64{}
 		}
-		if _, dup := vals[cluster]; dup {
+		if _, dup := byName[name][cluster]; dup {
 			return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", cluster, name, clusterLabel, string(o.ScoreName))
 		}
-		vals[cluster] = s.Value
-	}
-	if len(byName) == 1 {
-		// One score name: each cluster has one score, so items come straight from the
-		// normalised values, without gathering scores per cluster first.
-		for name, vals := range byName {
-			scored := o.Normalize.Apply(vals)
-			out.Items = make([]contract.ClusterScores, 0, len(scored))
-			for cluster, v := range scored {
-				out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: []contract.Score{{Name: name, Value: float64(v)}}})
-			}
-		}
-		slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
-		return out, nil
+		byName[name][cluster] = s.Value
 	}
 	perCluster := map[string][]contract.Score{}
 	for name, vals := range byName {
@@ -161,60 +137,6 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 	if len(out.Items) == 0 && out.NameErr != nil {
 		// Every series failed to be named: the configuration does not fit the query.
 		return Scored{}, fmt.Errorf("scoreName: no series could be named: %w", out.NameErr)
-	}
-	return out, nil
-}
-
-// scoreOneName is Score for a score name without placeholders (the usual case): one score per
-// cluster, so the series are sorted by cluster and scored in place, with no map keyed by
-// cluster. Results and errors are Score's: among clusters given twice, the one reported is the
-// one whose second series comes first, as Score's single pass finds it.
-func (o *Output) scoreOneName(clusterLabel string, in []Input) (Scored, error) {
-	var out Scored
-	name := string(o.ScoreName)
-	type series struct {
-		cluster string
-		value   float64
-		at      int // position in the input
-	}
-	ss := make([]series, 0, len(in))
-	for i := range in {
-		s := &in[i]
-		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-			continue
-		}
-		cluster, _ := s.Label(clusterLabel)
-		if contract.ValidateClusterName(cluster) != nil {
-			out.Dropped++
-			continue
-		}
-		ss = append(ss, series{cluster, s.Value, i})
-	}
-	if !slices.IsSortedFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) }) {
-		slices.SortStableFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) })
-	}
-	dup := -1
-	for k := 1; k < len(ss); k++ {
-		if ss[k].cluster == ss[k-1].cluster && (dup < 0 || ss[k].at < ss[dup].at) {
-			dup = k
-		}
-	}
-	if dup >= 0 {
-		return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", ss[dup].cluster, name, clusterLabel, string(o.ScoreName))
-	}
-	values := make([]float64, len(ss))
-	for k := range ss {
-		values[k] = ss[k].value
-	}
-	scores, ok := make([]int32, len(ss)), make([]bool, len(ss))
-	o.Normalize.ApplyTo(values, scores, ok)
-	out.Items = make([]contract.ClusterScores, 0, len(ss))
-	one := make([]contract.Score, len(ss)) // every item's single score, in one allocation
-	for k := range ss {
-		if ok[k] {
-			one[k] = contract.Score{Name: name, Value: float64(scores[k])}
-			out.Items = append(out.Items, contract.ClusterScores{Cluster: ss[k].cluster, Scores: one[k : k+1 : k+1]})
-		}
 	}
 	return out, nil
 }
