@@ -12,7 +12,6 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
@@ -93,11 +92,11 @@ func TestHeadrooms(t *testing.T) {
 }
 
 func TestCapacities(t *testing.T) {
-	caps, err := Capacities(prom.Pick(model.Vector{{Metric: model.Metric{"c": "a"}, Value: 4}, {Metric: model.Metric{"c": "b"}, Value: 8}}, "c"), "c")
+	caps, err := Capacities(model.Vector{{Metric: model.Metric{"c": "a"}, Value: 4}, {Metric: model.Metric{"c": "b"}, Value: 8}}, "c")
 	if err != nil || !reflect.DeepEqual(caps, map[string]float64{"a": 4, "b": 8}) {
 		t.Errorf("Capacities = %v, %v", caps, err)
 	}
-	if _, err := Capacities(prom.Pick(model.Vector{{Metric: model.Metric{"c": "a", "x": "1"}}, {Metric: model.Metric{"c": "a", "x": "2"}}}, "c"), "c"); err == nil || !strings.Contains(err.Error(), `two series for cluster "a"`) {
+	if _, err := Capacities(model.Vector{{Metric: model.Metric{"c": "a", "x": "1"}}, {Metric: model.Metric{"c": "a", "x": "2"}}}, "c"); err == nil || !strings.Contains(err.Error(), `two series for cluster "a"`) {
 		t.Errorf("duplicate capacity: %v", err)
 	}
 }
@@ -168,11 +167,10 @@ func benchScore(b *testing.B, n int) {
 		caps[i] = &model.Sample{Metric: model.Metric{"cluster": cl}, Value: 64}
 	}
 	out := cfg.output()
-	picked := prom.Pick(caps, "cluster")
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
-		c, err := Capacities(picked, "cluster")
+		c, err := Capacities(caps, "cluster")
 		if err != nil {
 			b.Fatal(err)
 		}

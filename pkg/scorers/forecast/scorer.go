@@ -43,7 +43,7 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	}
 	capacity := func(string) (float64, bool) { return *cfg.Capacity, true }
 	if cfg.CapacityQuery != "" {
-		v, err := s.Prom.QueryLabels(ctx, cfg.CapacityQuery, end, cfg.ClusterLabel)
+		v, err := s.Prom.Query(ctx, cfg.CapacityQuery, end)
 		if err != nil {
 			return nil, prom.Fail(err)
 		}
@@ -110,12 +110,11 @@ func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (fl
 	return in, skipped
 }
 
-// Capacities reads a capacity query's result, its series' cluster label picked (QueryLabels):
-// one value per cluster.
-func Capacities(v []prom.Picked, clusterLabel string) (map[string]float64, error) {
+// Capacities reads a capacity query's result: one value per cluster.
+func Capacities(v model.Vector, clusterLabel string) (map[string]float64, error) {
 	out := make(map[string]float64, len(v))
 	for _, s := range v {
-		c := string(s.Labels[0])
+		c := string(s.Metric[model.LabelName(clusterLabel)])
 		if _, dup := out[c]; dup {
 			return nil, fmt.Errorf("two series for cluster %q: aggregate by %s", c, clusterLabel)
 		}

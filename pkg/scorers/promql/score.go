@@ -9,57 +9,28 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
-// Input is one series reduced to one value. Its labels are Picked, the values of the labels
-// Names as QueryLabels returns them (an instant query reads only those), or Metric, a query
-// result's series used as it is (copying the labels of every series of a fleet costs as much as
-// scoring it), else Labels.
+// Input is one series reduced to one value.
 type Input struct {
-	Names  []string
-	Picked []model.LabelValue
-	Labels map[string]string
 	Metric model.Metric
 	Value  float64
 }
 
 // Label is the value of the series' label k, and whether it has one.
 func (in *Input) Label(k string) (string, bool) {
-	switch {
-	case in.Names != nil:
-		if i := slices.Index(in.Names, k); i >= 0 && in.Picked[i] != "" {
-			return string(in.Picked[i]), true
-		}
-		return "", false
-	case in.Metric != nil:
-		v, ok := in.Metric[model.LabelName(k)]
-		return string(v), ok
-	}
-	v, ok := in.Labels[k]
-	return v, ok
+	v, ok := in.Metric[model.LabelName(k)]
+	return string(v), ok
 }
 
-// FromPicked takes an instant query's result read by QueryLabels with names.
-func FromPicked(v []prom.Picked, names []string) []Input {
+// FromVector takes an instant query's result.
+func FromVector(v model.Vector) []Input {
 	in := make([]Input, len(v))
 	for i, s := range v {
-		in[i] = Input{Names: names, Picked: s.Labels, Value: float64(s.Value)}
+		in[i] = Input{Metric: s.Metric, Value: float64(s.Value)}
 	}
 	return in
-}
-
-// labels are the labels an output reads of a series: the cluster label, then those its score
-// name refers to.
-func (o *Output) labels(clusterLabel string) []string {
-	names := []string{clusterLabel}
-	for _, n := range o.ScoreName.Labels() {
-		if n != clusterLabel {
-			names = append(names, n)
-		}
-	}
-	return names
 }
 
 // FromMatrix reduces each series of a range query's result with an aggregation. A series with

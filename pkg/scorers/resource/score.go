@@ -5,8 +5,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
@@ -154,22 +155,17 @@ func (c *Collector) Add(cluster, resource string, isAllocatable bool, v float64)
 	u.add(k, isAllocatable, v)
 }
 
-// AddPicked records a query result summed by cluster label and resource, each series' labels
-// picked as Labels (the cluster label's value, then resource's): see Labels.
-func (c *Collector) AddPicked(v []prom.Picked, isAllocatable bool) {
+// AddVector records a query result summed by cluster label and resource.
+func (c *Collector) AddVector(v model.Vector, isAllocatable bool) {
 	for _, s := range v {
-		cluster := s.Labels[0]
+		cluster := s.Metric[model.LabelName(c.cfg.ClusterLabel)]
 		if cluster == "" {
 			c.Dropped++
 			continue
 		}
-		c.Add(string(cluster), string(s.Labels[1]), isAllocatable, float64(s.Value))
+		c.Add(string(cluster), string(s.Metric["resource"]), isAllocatable, float64(s.Value))
 	}
 }
-
-// Labels are the labels AddPicked reads, to pick from a query's series
-// (prom.Querier.QueryLabels): the cluster label, then resource.
-func (c *Collector) Labels() []string { return []string{c.cfg.ClusterLabel, "resource"} }
 
 // Scores turns the usage into one item per cluster that has at least one score, sorted by cluster.
 // A resource without an allocatable series scores nothing (a cluster without GPUs gets no GPU
