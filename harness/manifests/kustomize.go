@@ -70,11 +70,16 @@ func Build(dir string) ([]Item[*unstructured.Unstructured], error) {
 	files := map[string][]document{}
 	var out []Item[*unstructured.Unstructured]
 	for i, res := range m.Resources() {
-		obj, err := res.Map()
+		// Through JSON, so that numbers are int64 or float64 as in any object client-go decodes
+		// (kustomize's own maps hold int, which DeepCopy refuses).
+		raw, err := res.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		u := &unstructured.Unstructured{Object: obj}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return nil, err
+		}
 		src := Source{Path: dir + " (kustomize)", Doc: i + 1}
 		if o, err := res.GetOrigin(); err == nil && o != nil && o.Path != "" {
 			file := filepath.Join(wrapper, filepath.FromSlash(o.Path))

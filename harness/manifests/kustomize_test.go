@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // A base and an overlay in the layout of config/: the overlay's objects are the base's with its
@@ -131,5 +133,20 @@ func TestLoadKustomizationErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Built objects are like any client-go decodes: DeepCopy (which accepts only JSON's types) works.
+func TestBuildObjectsDeepCopy(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "kustomization.yaml", "resources:\n  - b.yaml\n")
+	write(t, dir, "b.yaml", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata:\n  name: b\n  namespace: ns1\nspec:\n  delivery:\n    retry: 5\n    ratio: 0.5\n")
+	items, err := Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := items[0].Object.DeepCopy()
+	if r, _, _ := unstructured.NestedInt64(c.Object, "spec", "delivery", "retry"); r != 5 {
+		t.Errorf("retry %d after DeepCopy, want 5", r)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -208,6 +209,21 @@ func (s *Set) addBuilt(dir string) []error {
 	if err != nil {
 		return []error{err}
 	}
+	return s.addItems(items)
+}
+
+// Decode decodes built objects (Build) as strictly as Load does: a run builds a variant once and
+// both applies its objects and reads them typed.
+func Decode(items []Item[*unstructured.Unstructured]) (*Set, error) {
+	s := &Set{}
+	errs := append(s.addItems(items), s.duplicates()...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func (s *Set) addItems(items []Item[*unstructured.Unstructured]) []error {
 	var errs []error
 	for _, it := range items {
 		doc, err := json.Marshal(it.Object.Object)
