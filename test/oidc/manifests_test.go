@@ -1,6 +1,7 @@
 package oidc
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -22,7 +23,10 @@ const repo = "../.."
 // build returns the objects of a kustomization of the repository, as kubectl apply -k builds it.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	items, err := manifests.Build(filepath.Join(repo, dir))
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(repo, dir)
+	}
+	items, err := manifests.Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,5 +273,55 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	}
 	if player := services["cloudevents-player"]; player.GetLabels()["networking.knative.dev/visibility"] != "cluster-local" {
 		t.Error("the OIDC variant leaves cloudevents-player reachable from outside the cluster")
+	}
+}
+
+// The overlay of one's own that oidc/README.md shows (keeping an admitted scorer across deploys)
+// builds on config/oidc and adds its subject to the Broker's EventPolicy.
+func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repo, "oidc", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "## Keep your additions across deploys")
+	if !ok {
+		t.Fatal("oidc/README.md has no section Keep your additions across deploys")
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("the section has no yaml block")
+	}
+	const base = "../scoreflow/config/oidc"
+	if !strings.Contains(block, base) {
+		t.Fatalf("the example does not build on %s:\n%s", base, block)
+	}
+	dir := t.TempDir()
+	abs, err := filepath.Abs(filepath.Join(repo, "config", "oidc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(strings.Replace(block, base, rel, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "system:serviceaccount:scoreflow:my-scorer-oidc-eventing.knative.dev-trigger"
+	found := false
+	for _, o := range build(t, dir) {
+		if o.GetKind() != "EventPolicy" {
+			continue
+		}
+		from, _, _ := unstructured.NestedSlice(o.Object, "spec", "from")
+		for _, f := range from {
+			if f.(map[string]any)["sub"] == want {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the example's EventPolicy does not admit %s", want)
 	}
 }
