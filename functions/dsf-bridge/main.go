@@ -53,7 +53,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, fn.Log)
+		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, nil, fn.Log)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,9 @@ type Agent struct {
 	Source string
 	Sender Sender
 	Log    *slog.Logger
+	// Owns, when not nil, refuses a resource the deployment does not let the agent score (the
+	// gateway refuses it anyway): the scorer is not asked.
+	Owns func(resource string) error
 
 	masks   atomic.Pointer[Masks]
 	mu      sync.Mutex
@@ -206,7 +209,7 @@ func (a *Agent) work(ctx context.Context, ds DynamicScorer) {
 // scoring endpoint, why.
 func (a *Agent) Round(ctx context.Context, ds *DynamicScorer) (interval time.Duration, skipped string) {
 	rounds := a.Runner.metrics.rounds
-	ev, err := a.Runner.Evaluate(ctx, ds, scope{Cluster: a.Cluster, Masks: *a.masks.Load()})
+	ev, err := a.Runner.Evaluate(ctx, ds, scope{Cluster: a.Cluster, Masks: *a.masks.Load(), Owns: a.Owns})
 	if err != nil {
 		if ctx.Err() == nil {
 			rounds.WithLabelValues(ds.Name, "failed").Inc()

@@ -48,6 +48,7 @@ type Bridge struct {
 	file         string
 	clusterLabel string
 	maxRetries   int
+	owns         func(resource string) error
 	log          *slog.Logger
 
 	mu      sync.Mutex
@@ -59,7 +60,9 @@ type Bridge struct {
 
 // NewBridge serves the scorers of file (DynamicScorer and DynamicScoringConfig documents), read
 // again whenever it changes. It is read once now: a file that does not decode stops the start.
-func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, log *slog.Logger) (*Bridge, error) {
+// owns, when not nil, refuses a resource the deployment does not let the bridge score (a scorer's
+// /config with configSyncMode Full names its resource): before anything is queried.
+func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, owns func(resource string) error, log *slog.Logger) (*Bridge, error) {
 	if file == "" {
 		return nil, errors.New("--scorers-file is required in hub mode: the DynamicScorers pings may name")
 	}
@@ -72,7 +75,7 @@ func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Bridge{run: run, file: file, clusterLabel: clusterLabel, maxRetries: maxRetries, log: log, streak: map[string]int{}}
+	b := &Bridge{run: run, file: file, clusterLabel: clusterLabel, maxRetries: maxRetries, owns: owns, log: log, streak: map[string]int{}}
 	if _, err := b.load(); err != nil {
 		return nil, err
 	}
@@ -101,7 +104,7 @@ func (b *Bridge) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	if ds == nil {
 		return nil, scorer.BadConfig("no DynamicScorer %s in the bridge's scorers file (it has %s)", contract.Truncate(fmt.Sprintf("%q", pc.Scorer), 80), names(objs.Scorers))
 	}
-	ev, err := b.run.Evaluate(ctx, ds, scope{ClusterLabel: b.clusterLabel, Masks: objs.Masks})
+	ev, err := b.run.Evaluate(ctx, ds, scope{ClusterLabel: b.clusterLabel, Masks: objs.Masks, Owns: b.owns})
 	if err != nil {
 		return nil, b.failed(ds.Name, err)
 	}

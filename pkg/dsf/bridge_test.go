@@ -15,6 +15,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
 // Series the hub-mode tests query, on a one-minute grid ending at `at`, labelled by cluster as a
@@ -224,6 +225,26 @@ spec:
 		expectFailure(t, b, "unmounted", http.StatusBadRequest, contract.ReasonBadConfig, false, "is the Secret mounted?")
 		if strings.Contains(b.log.String(), "s3cr3t") {
 			t.Errorf("a token is in the log:\n%s", b.log.String())
+		}
+	})
+
+	t.Run("a resource the deployment does not own is refused before any query", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		// A scorer's /config decides the score's name, hence its resource, with configSyncMode Full.
+		s.config = map[string]any{"name": "s", "description": "d",
+			"source":  map[string]any{"type": "Prometheus", "host": "http://thanos.example:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
+			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "someone_elses_score", "interval": 30}}}
+		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL)
+		owns := func(r string) error {
+			if r != "s-score" {
+				return scorer.BadConfig("resource %q is not one this scorer may score", r)
+			}
+			return nil
+		}
+		b := serve(t, scorerDoc("full", full), bridgeOptions{endpoints: thanos + "," + s.URL, at: at, owns: owns})
+		expectFailure(t, b, "full", http.StatusBadRequest, contract.ReasonBadConfig, false, `resource "someone-elses-score" is not one this scorer may score`)
+		if _, n := s.counts(); n != 0 {
+			t.Errorf("the scorer was called %d times", n)
 		}
 	})
 

@@ -123,6 +123,11 @@ func (r *Runner) Evaluate(ctx context.Context, ds *DynamicScorer, sc scope) (*Ev
 	if err != nil {
 		return nil, scorer.BadConfig("DynamicScorer %s: %v", ds.Name, err)
 	}
+	if sc.Owns != nil {
+		if err := sc.Owns(p.Resource); err != nil {
+			return nil, err
+		}
+	}
 	ev := &Evaluation{Plan: p, Observed: r.now()}
 	switch {
 	case sc.Cluster != "" && sc.Masks.Has(sc.Cluster, p.ScoreName):

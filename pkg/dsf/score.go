@@ -34,6 +34,9 @@ type scope struct {
 	Cluster      string
 	ClusterLabel string
 	Masks        Masks
+	// Owns refuses a resource the deployment does not let this scorer score (scorer.Options'
+	// CheckResource, from --resources): checked once the spec is resolved, before any query.
+	Owns func(resource string) error
 }
 
 // mapResults turns a scorer's results into one item per cluster, sorted by cluster, scores sorted
