@@ -23,6 +23,7 @@ func main() {
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
 	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
 	hubToken := hubtoken.RegisterFlags(fn.Flags)
+	opts := scorer.Flags(fn.Flags)
 
 	fn.Main(func(ctx context.Context) error {
 		s := latency.New(*cluster, fn.Log, fn.Registry)
@@ -50,6 +51,6 @@ func main() {
 			a := &latency.Agent{Scorer: s, ConfigFile: *configFile, Interval: *interval, Sender: sender, Source: fn.Source() + "/" + *cluster}
 			go a.Run(ctx)
 		}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, nil, *opts), nil)
 	})
 }
