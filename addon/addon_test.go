@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -32,15 +33,15 @@ import (
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
+	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 )
 
 const (
 	addonName    = "scoreflow-latency-agent"
 	installNS    = "open-cluster-management-agent-addon"
-	brokerURL    = "http://broker-ingress.knative-eventing.svc.cluster.local/scoreflow/scoreflow"
+	gatewayURL   = "http://agent-gateway.scoreflow.svc.cluster.local"
 	clusterSet   = "scoreflow"
 	agentLabel   = "scoreflow.io/latency-agent"
-	hubTokenSA   = "latency-agent"
 	hubNamespace = "scoreflow"
 )
 
@@ -127,9 +128,11 @@ func TestAddonInstallsAgent(t *testing.T) {
 	if err := applier.Apply(ctx, objs...); err != nil {
 		t.Fatal(err)
 	}
-	// Another ServiceAccount in the same namespace: the agent must not mint its tokens.
-	if _, err := hub.Kube.CoreV1().ServiceAccounts(hubNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// Another ServiceAccount in each cluster's namespace: the agent must not mint its tokens.
+	for _, c := range []string{"cluster1", "cluster2"} {
+		if _, err := hub.Kube.CoreV1().ServiceAccounts(c).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	addons := addonclient.NewForConfigOrDie(hub.Config)
@@ -145,7 +148,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAgent(t, waitWork(ctx, t, works, "cluster1"), "cluster1")
-	checkHubPermissions(ctx, t, hub.Config, "cluster1")
+	checkHubPermissions(ctx, t, hub.Config, "cluster1", "cluster2")
 	work1, err := agentWorks(ctx, works, "cluster1")
 	if err != nil || len(work1) != 1 {
 		t.Fatalf("cluster1's ManifestWorks: %d, %v", len(work1), err)
@@ -161,7 +164,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 	}
 	setLabel(ctx, t, hub, "cluster2", true)
 	checkAgent(t, waitWork(ctx, t, works, "cluster2"), "cluster2")
-	checkHubPermissions(ctx, t, hub.Config, "cluster2")
+	checkHubPermissions(ctx, t, hub.Config, "cluster2", "cluster1")
 	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
 	}
@@ -193,28 +196,41 @@ func setLabel(ctx context.Context, t *testing.T, hub *localhub.Hub, cluster stri
 
 // checkHubPermissions asserts the template's hub permissions as the addon manager binds them to
 // the agent of cluster (the user and groups of the client certificate the klusterlet obtains for
-// it): it may mint tokens of the broker identity, and nothing else this test can think of.
-func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster string) {
+// it): in its cluster's namespace it may create its own hub ServiceAccount, owned by its
+// ManagedClusterAddOn, and mint that ServiceAccount's tokens (pkg/hubtoken, as the agent does), and
+// nothing else this test can think of, and nothing at all in another cluster's namespace.
+func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster, other string) {
 	t.Helper()
 	agent := agentClient(t, cfg, cluster)
-	waitFor(ctx, t, cluster+"'s agent may mint the broker identity's token", func() (bool, string) {
-		_, err := mint(ctx, agent, hubTokenSA)
+	m := minter(t, cfg, cluster, cluster)
+	waitFor(ctx, t, cluster+"'s agent may mint its own token", func() (bool, string) {
+		_, err := m.Refresh(ctx)
 		return err == nil, fmt.Sprint(err)
 	})
-	tok, err := mint(ctx, agent, hubTokenSA)
-	if err != nil {
-		t.Fatal(err)
+	tok, err := os.ReadFile(m.File)
+	if err != nil || strings.Count(string(tok), ".") != 2 {
+		t.Errorf("%s: the agent minted no JWT (%v)", cluster, err)
 	}
-	if strings.Count(tok.Status.Token, ".") != 2 {
-		t.Errorf("%s: token request returned no JWT", cluster)
+	if _, err := minter(t, cfg, cluster, other).Refresh(ctx); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted in %s's namespace: %v", cluster, other, err)
 	}
-	if _, err := mint(ctx, agent, "score-writer"); !apierrors.IsForbidden(err) {
-		t.Errorf("%s's agent minted a token for another ServiceAccount: %v", cluster, err)
+	if _, err := agent.CoreV1().ServiceAccounts(cluster).CreateToken(ctx, "score-writer", &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted a token for another ServiceAccount of its namespace: %v", cluster, err)
 	}
 	for _, ra := range []authzv1.ResourceAttributes{
-		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "get", Name: hubTokenSA},
-		{Namespace: hubNamespace, Resource: "secrets", Verb: "list"},
-		{Namespace: hubNamespace, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
+		{Namespace: other, Resource: "serviceaccounts", Verb: "create"},
+		{Namespace: other, Resource: "serviceaccounts", Subresource: "token", Verb: "create", Name: addonName},
+		{Namespace: other, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "get", Name: addonName},
+		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "create"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "get", Name: "score-writer"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "list"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "delete", Name: addonName},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "update", Name: addonName},
+		{Namespace: cluster, Resource: "secrets", Verb: "list"},
+		{Namespace: cluster, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "update", Name: addonName},
+		{Namespace: cluster, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "list"},
+		{Namespace: cluster, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
 		{Namespace: hubNamespace, Group: "eventing.knative.dev", Resource: "brokers", Verb: "get"},
 		{Namespace: cluster, Group: "cluster.open-cluster-management.io", Resource: "addonplacementscores", Verb: "create"},
 		{Namespace: cluster, Group: "work.open-cluster-management.io", Resource: "manifestworks", Verb: "list"},
@@ -226,9 +242,19 @@ func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cl
 			t.Fatal(err)
 		}
 		if r.Status.Allowed {
-			t.Errorf("%s's agent may %s %s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Name, ra.Namespace)
+			t.Errorf("%s's agent may %s %s/%s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Subresource, ra.Name, ra.Namespace)
 		}
 	}
+}
+
+// minter mints, as cluster's agent, the token of the hub ServiceAccount of the addon in namespace
+// ns, as pkg/hubtoken does in the agent.
+func minter(t *testing.T, cfg *rest.Config, cluster, ns string) *hubtoken.Minter {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
+	return &hubtoken.Minter{Client: kubernetes.NewForConfigOrDie(c), Metadata: metadata.NewForConfigOrDie(c), Cluster: ns, Addon: addonName,
+		File: filepath.Join(t.TempDir(), "token")}
 }
 
 // checkAgent asserts the ManifestWork carries the agent Deployment configured for cluster.
@@ -274,12 +300,11 @@ func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 		env[e.Name] = e.Value
 	}
 	want := map[string]string{
-		"CLUSTER":                   cluster,
-		"K_SINK":                    brokerURL,
-		"HUB_KUBECONFIG":            "/managed/hub-kubeconfig/kubeconfig",
-		"HUB_TOKEN_SERVICE_ACCOUNT": hubNamespace + "/" + hubTokenSA,
-		"HUB_TOKEN_AUDIENCE":        "eventing.knative.dev/broker/scoreflow/scoreflow",
-		"SINK_TOKEN_FILE":           "/var/run/scoreflow/hub-token/token",
+		"CLUSTER":         cluster,
+		"K_SINK":          gatewayURL,
+		"HUB_KUBECONFIG":  "/managed/hub-kubeconfig/kubeconfig",
+		"HUB_TOKEN_ADDON": addonName,
+		"SINK_TOKEN_FILE": "/var/run/scoreflow/hub-token/token",
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -327,12 +352,6 @@ func agentGroups(cluster string) []string {
 		"system:open-cluster-management:addon:" + addonName,
 		"system:authenticated",
 	}
-}
-
-func mint(ctx context.Context, c kubernetes.Interface, sa string) (*authnv1.TokenRequest, error) {
-	return c.CoreV1().ServiceAccounts(hubNamespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}},
-	}, metav1.CreateOptions{})
 }
 
 func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
@@ -496,12 +515,12 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1
 			t.Fatalf("the agent sent no bearer token (Authorization %q)", a.auth)
 		}
 		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
-			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}}}, metav1.CreateOptions{})
+			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "system:serviceaccount:" + hubNamespace + ":" + hubTokenSA; !review.Status.Authenticated || review.Status.User.Username != want {
-			t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the broker's audience",
+		if want := "system:serviceaccount:" + cluster + ":" + addonName; !review.Status.Authenticated || review.Status.User.Username != want {
+			t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the gateway's audience",
 				review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
 		}
 	case <-time.After(60 * time.Second):

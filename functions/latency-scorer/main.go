@@ -40,8 +40,9 @@ func main() {
 			if _, err := latency.LoadFile(*configFile, *cluster); err != nil {
 				return err
 			}
-			// As an OCM addon agent: the sink token is minted with the agent's hub credentials.
-			if err := hubToken.Start(ctx, fn.Log, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
+			// As an OCM addon agent: the token for the agent gateway is minted with the agent's
+			// hub credentials.
+			if err := hubToken.Start(ctx, fn.Log, *cluster, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
 				return err
 			}
 			sender, err := newSender()
