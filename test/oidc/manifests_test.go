@@ -36,8 +36,9 @@ func read(t *testing.T, path string) []*unstructured.Unstructured {
 // function that a Trigger with an audience calls gets, from its patch, exactly that audience and
 // that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
 // presents its own token for that audience, in a configuration the function accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
-// whose failed deliveries reach it; the Broker's EventPolicy admits every source, the latency
-// agents' hub identity and every replying Trigger of the manifests, and not cloudevents-player.
+// whose failed deliveries reach it; the Broker's EventPolicies admit every source (the agent
+// gateway's SinkBinding among them: agents never post to the Broker) and every replying Trigger
+// of the manifests, and not cloudevents-player.
 func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	base := map[string]*unstructured.Unstructured{}
 	for _, o := range read(t, "triggers") {
@@ -147,13 +148,6 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 			senders = append(senders, authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(o.GroupVersionKind(), metav1.ObjectMeta{Name: o.GetName(), Namespace: ns})))
 		}
 	}
-	// The latency agents on managed clusters send as the hub ServiceAccount the addon gives them
-	// (they mint its token with their own hub credentials).
-	for _, o := range read(t, "addon/00-hub-identity.yaml") {
-		if o.GetKind() == "ServiceAccount" {
-			senders = append(senders, authtest.Subject(o.GetNamespace(), o.GetName()))
-		}
-	}
 	admitted := map[string]bool{}
 	for _, p := range read(t, "oidc/eventpolicies.yaml") {
 		from, _, _ := unstructured.NestedSlice(p.Object, "spec", "from")
@@ -165,12 +159,12 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	}
 	for _, s := range append(senders, replying...) {
 		if !admitted[s] {
-			t.Errorf("the Broker's EventPolicy does not admit %s", s)
+			t.Errorf("the Broker's EventPolicies do not admit %s", s)
 		}
 		delete(admitted, s)
 	}
 	for s := range admitted {
-		t.Errorf("the Broker's EventPolicy admits %s, which no manifest sends as", s)
+		t.Errorf("the Broker's EventPolicies admit %s, which no manifest sends as", s)
 	}
 	player := patched(t, services["cloudevents-player"], "oidc/patches/cloudevents-player.json")
 	if player.GetLabels()["networking.knative.dev/visibility"] != "cluster-local" {
