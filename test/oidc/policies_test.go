@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -14,9 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"knative.dev/eventing/pkg/apis/eventing/v1alpha1"
+	"knative.dev/eventing/pkg/apis/feature"
 	"knative.dev/eventing/pkg/auth"
 	"knative.dev/eventing/pkg/eventfilter"
 	"knative.dev/eventing/pkg/eventfilter/subscriptionsapi"
+	"knative.dev/pkg/apis"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scoreflow/scoreflow/harness/authtest"
@@ -297,4 +300,73 @@ func TestEventPoliciesLetEachSenderSayOnlyItsOwn(t *testing.T) {
 		}
 		f.Cleanup()
 	}
+}
+
+// TestSecurityDocsCustomScorerPolicy: the EventPolicy docs/security.md gives for a custom scorer
+// passes Knative's validation and, evaluated by Knative's filter code, admits its scorer's
+// score.updated of its resource and score.failed, and refuses its score of another resource, a
+// score without the extension, and pings.
+func TestSecurityDocsCustomScorerPolicy(t *testing.T) {
+	raw, err := os.ReadFile(repo + "/docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *v1alpha1.EventPolicy
+	for _, block := range strings.Split(string(raw), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		var candidate v1alpha1.EventPolicy
+		if err := yaml.UnmarshalStrict([]byte(dedent(block)), &candidate); err != nil {
+			t.Fatalf("docs/security.md: %v\n%s", err, block)
+		}
+		if candidate.Kind == "EventPolicy" && candidate.Name == "scoreflow-scorer-my-scorer" {
+			p = &candidate
+		}
+	}
+	if p == nil {
+		t.Fatal("docs/security.md has no EventPolicy scoreflow-scorer-my-scorer")
+	}
+	ctx := feature.ToContext(context.Background(), feature.Flags{feature.OIDCAuthentication: feature.Enabled})
+	if err := p.Validate(apis.WithinCreate(ctx)); err != nil {
+		t.Fatalf("Knative refuses the documented EventPolicy: %v", err)
+	}
+	const sub = "system:serviceaccount:scoreflow:my-scorer-oidc-eventing.knative.dev-trigger"
+	if len(p.Spec.From) != 1 || p.Spec.From[0].Sub == nil || *p.Spec.From[0].Sub != sub {
+		t.Fatalf("the documented policy admits %+v, want %s", p.Spec.From, sub)
+	}
+	swf := []auth.SubjectsWithFilters{{Subjects: []string{sub}, Filters: p.Spec.Filters}}
+	for _, c := range []struct {
+		e    event.Event
+		pass bool
+	}{
+		{ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cost"}), true},
+		{ce(contract.TypeScoreFailed, nil), true},
+		{ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cpu-idle"}), false},
+		{ce(contract.TypeScoreUpdated, nil), false},
+		{ce(contract.TypePing, map[string]string{"scorer": "my-scorer"}), false},
+		{ce(optimizer.TypeRequested, nil), false},
+	} {
+		if got := auth.SubjectAndFiltersPass(context.Background(), sub, swf, &c.e, zap.NewNop().Sugar()); got != c.pass {
+			t.Errorf("%s %v: admitted %v, want %v", c.e.Type(), c.e.Extensions(), got, c.pass)
+		}
+	}
+}
+
+// dedent removes the indentation of a block nested in a Markdown list.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	indent := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " ")); indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i, l := range lines {
+		if len(l) >= indent && indent > 0 {
+			lines[i] = l[indent:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
