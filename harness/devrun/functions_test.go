@@ -1,9 +1,12 @@
 package devrun
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -103,5 +106,25 @@ func TestOIDCLayoutPatchesTheServices(t *testing.T) {
 	}
 	if w := byName["metric-watcher"]; w == nil || w.Env["AUTH_OIDC"] == "true" {
 		t.Error("the metric-watcher, which no Trigger calls, verifies callers")
+	}
+}
+
+// TestMountedFilesAreOwnerOnly: a function's mounted files are written readable by the user
+// running scoreflow only, whether or not the function then starts.
+func TestMountedFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "files", "fn", "config", "token")
+	f := &Function{Name: "fn", Binary: "/bin/false", URL: "http://127.0.0.1:1", Files: map[string][]byte{file: []byte("s3cret")}}
+	if err := f.start(context.Background(), nil, dir, 5*time.Second); err == nil {
+		t.Fatal("a binary that exits at once started")
+	}
+	for path, want := range map[string]os.FileMode{file: 0o600, filepath.Dir(file): 0o700} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %v, want %v", path, got, want)
+		}
 	}
 }

@@ -210,3 +210,28 @@ func patchedEnv(t *testing.T, svc *unstructured.Unstructured, patchPath string) 
 	}
 	return env
 }
+
+// The alertmanager-adapter, which no Trigger calls, verifies its callers in the OIDC variant too:
+// whatever reaches it goes to the Broker under the adapter's admitted identity. Its patch gives it
+// its own audience and Alertmanager's identity, in a configuration it accepts.
+func TestAlertmanagerAdapterVerifiesCallers(t *testing.T) {
+	var svc *unstructured.Unstructured
+	for _, o := range read(t, "deploy") {
+		if o.GetKind() == "Service" && o.GetAPIVersion() == "serving.knative.dev/v1" && o.GetName() == "alertmanager-adapter" {
+			svc = o
+		}
+	}
+	env := patchedEnv(t, svc, "oidc/patches/alertmanager-adapter.json")
+	if env["AUTH_OIDC"] != "true" || env["AUTH_AUDIENCE"] != "scoreflow/alertmanager-adapter" || !strings.HasPrefix(env["AUTH_ALLOWED_SUBJECTS"], "system:serviceaccount:") {
+		t.Errorf("AUTH_OIDC=%q AUTH_AUDIENCE=%q AUTH_ALLOWED_SUBJECTS=%q; want true, scoreflow/alertmanager-adapter and Alertmanager's account",
+			env["AUTH_OIDC"], env["AUTH_AUDIENCE"], env["AUTH_ALLOWED_SUBJECTS"])
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "AUTH_") {
+			t.Setenv(k, v)
+		}
+	}
+	if err := function.New("alertmanager-adapter", "test").Parse(nil); err != nil {
+		t.Errorf("alertmanager-adapter does not start with its patched environment: %v", err)
+	}
+}
