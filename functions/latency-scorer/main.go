@@ -24,7 +24,7 @@ func main() {
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
 	targetsFile := fn.Flags.String("targets-file", "", "the URLs a PingSource's configuration may name, each with the cluster it scores (JSON or YAML, a mounted ConfigMap; re-read on every ping); "+
 		"in agent mode the --config-file's URLs too. Empty: pings measure nothing (in agent mode, only the --config-file's URLs)")
-	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
+	newSender := fn.SinkFlags() // agent mode: the hub's agent gateway (K_SINK, set by addon/'s template)
 	hubToken := hubtoken.RegisterFlags(fn.Flags)
 	opts := scorer.Flags(fn.Flags)
 
