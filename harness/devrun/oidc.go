@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
