@@ -79,7 +79,7 @@ func agent(ctx context.Context, fn *function.Function, run *dsf.Runner, cluster,
 	if err != nil {
 		return err
 	}
-	if err := hubToken.Start(ctx, fn.Log, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
+	if err := hubToken.Start(ctx, fn.Log, cluster, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
 		return err
 	}
 	sender, err := newSink()
