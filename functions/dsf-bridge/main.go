@@ -47,13 +47,13 @@ func main() {
 			return err
 		}
 		if *cluster != "" {
-			return agent(ctx, fn, run, *cluster, *namespace, newSink, hubToken)
+			return agent(ctx, fn, run, *cluster, *namespace, newSink, hubToken, split.CheckResource)
 		}
 		sink, err := newSink()
 		if err != nil {
 			return err
 		}
-		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, nil, fn.Log)
+		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, split.CheckResource, fn.Log)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func main() {
 
 // agent runs agent mode: the hub's DynamicScorers, read and reported with the hub credentials OCM
 // gives the addon agent (--hub-kubeconfig).
-func agent(ctx context.Context, fn *function.Function, run *dsf.Runner, cluster, namespace string, newSink func() (*function.Sender, error), hubToken *hubtoken.Flags) error {
+func agent(ctx context.Context, fn *function.Function, run *dsf.Runner, cluster, namespace string, newSink func() (*function.Sender, error), hubToken *hubtoken.Flags, owns func(string) error) error {
 	if err := contract.ValidateClusterName(cluster); err != nil {
 		return errors.New("--cluster: " + err.Error())
 	}
@@ -89,7 +89,7 @@ func agent(ctx context.Context, fn *function.Function, run *dsf.Runner, cluster,
 	if sender == nil {
 		return errors.New("agent mode (--cluster) needs a sink: --sink or K_SINK, the hub's agent gateway")
 	}
-	a := &dsf.Agent{Runner: run, Cluster: cluster, Source: fn.Source() + "/" + cluster, Sender: sender, Log: fn.Log}
+	a := &dsf.Agent{Runner: run, Cluster: cluster, Source: fn.Source() + "/" + cluster, Sender: sender, Log: fn.Log, Owns: owns}
 	fn.SetReadiness(a.Ready)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
