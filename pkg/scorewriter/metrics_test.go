@@ -103,7 +103,7 @@ func TestScoreSeriesBound(t *testing.T) {
 	if got := agg["scoreflow_score_oldest_updated_timestamp_seconds"]; got < float64(now.Unix()-1) || got > float64(time.Now().Unix()+1) {
 		t.Errorf("oldest update %v, want about %v", got, now.Unix())
 	}
-	w.gone(Key{"c1", "r"})
+	w.forget(Key{"c1", "r"})
 	u := NewUpdate(Key{"c3", "r"}, []contract.Score{{Name: "a", Value: 3}, {Name: "b", Value: 4}}, now.Add(time.Second), now.Add(time.Hour), "test")
 	if err := w.Submit(u); err != nil {
 		t.Fatal(err)
