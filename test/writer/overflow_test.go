@@ -103,7 +103,7 @@ func manyScores(prefix string, n, length int, v float64) []contract.Score {
 
 // statusBytes is what contract.MaxObjectStatusBytes bounds: an object's scores and the writer's
 // ledger conditions, as written.
-func statusBytes(t *testing.T, obj *clusterv1alpha1.AddOnPlacementScore) int {
+func statusBytes(t testing.TB, obj *clusterv1alpha1.AddOnPlacementScore) int {
 	t.Helper()
 	b, err := json.Marshal(obj.Status.Scores)
 	if err != nil {

@@ -36,10 +36,20 @@ func TestFarFutureValidUntilLeavesTheWriterIdle(t *testing.T) {
 	s := startWriter(t, serverOpts{})
 	far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	observed := time.Now().Truncate(time.Second)
-	for name, vu := range map[string]time.Time{"year 9999": far, "zero time": {}, "a week and a second": observed.Add(contract.MaxValidity + time.Second)} {
-		status, reply := s.send(t, scoreEvent(t, observed, contract.ScoreUpdated{Resource: "far-future", ValidUntil: &vu, Items: []contract.ClusterScores{item("c2", score("a", 1))}}))
+	for i, tc := range []struct {
+		name string
+		vu   func(at time.Time) time.Time
+	}{
+		{"year 9999", func(time.Time) time.Time { return far }},
+		{"zero time", func(time.Time) time.Time { return time.Time{} }},
+		{"a week and a second after the event", func(at time.Time) time.Time { return at.Add(contract.MaxValidity + time.Second) }},
+	} {
+		// Each observed a second after the one before: none can pass for a repetition of another.
+		at := observed.Add(time.Duration(i) * time.Second)
+		vu := tc.vu(at)
+		status, reply := s.send(t, scoreEvent(t, at, contract.ScoreUpdated{Resource: "far-future", ValidUntil: &vu, Items: []contract.ClusterScores{item("c2", score("a", 1))}}))
 		if r := result(t, reply); status != http.StatusBadRequest || r.Reason != contract.ReasonInvalidData || !strings.Contains(r.Message, "validUntil") {
-			t.Errorf("%s: %d %+v, want 400 InvalidData naming validUntil", name, status, r)
+			t.Errorf("%s: %d %+v, want 400 InvalidData naming validUntil", tc.name, status, r)
 		}
 	}
 	vu := observed.Add(contract.MaxValidity)
@@ -65,8 +75,9 @@ func TestFarFutureValidUntilLeavesTheWriterIdle(t *testing.T) {
 	if _, err := api.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The writer plans it: through its informer, and for an update of another of its scores.
-	if status, reply := s.send(t, scoreEvent(t, observed, contract.ScoreUpdated{Resource: "far-future-line", Items: []contract.ClusterScores{item("c2", score("b", 2))}})); status != http.StatusOK || result(t, reply).Failed() {
+	// The writer plans it: through its informer, and for an update of another of its scores, one
+	// that never expires, so that the year-9999 line stays the object's first expiry.
+	if status, reply := s.send(t, scoreEvent(t, observed, contract.ScoreUpdated{Resource: "far-future-line", NeverExpires: true, Items: []contract.ClusterScores{item("c2", score("b", 2))}})); status != http.StatusOK || result(t, reply).Failed() {
 		t.Fatalf("update of the far-future object: %d %+v", status, result(t, reply))
 	}
 	if got := scoresOf(get(t, "c2", "far-future-line")); got["a"] != 1 || got["b"] != 2 {
