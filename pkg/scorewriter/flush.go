@@ -174,7 +174,7 @@ func (w *Writer) forgetCopy(key Key) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if o := w.objects[key]; o != nil {
-		o.written, o.skipped, o.skippedRV = nil, nil, ""
+		o.own = nil
 	}
 }
 

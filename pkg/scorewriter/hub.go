@@ -136,21 +136,20 @@ func (w *Writer) observed(old, obj any) {
 	behind := false // the writer wrote or read this version, or a later one
 	if o := w.objects[key]; o != nil {
 		w.created(key, o)
-		if o.written != nil {
+		if written := o.written(); written != nil {
 			switch {
-			case o.written.ResourceVersion == cur.ResourceVersion:
-				o.written, behind = nil, true
-			case prev != nil && prev.ResourceVersion == o.written.ResourceVersion:
-				o.written = nil // the hub moved on from it
-			case w.clock.Since(o.writtenAt) > maxCopyAge:
-				o.written = nil // the informer never showed it (a relist skips versions)
+			case written.ResourceVersion == cur.ResourceVersion:
+				o.dropCopy()
+				behind = true
+			case prev != nil && prev.ResourceVersion == written.ResourceVersion:
+				o.dropCopy() // the hub moved on from it
+			case w.clock.Since(o.own.writtenAt) > maxCopyAge:
+				o.dropCopy() // the informer never showed it (a relist skips versions)
 			default:
 				behind = true
 			}
 		}
-		if o.skipped != nil && o.skippedRV != cur.ResourceVersion {
-			o.skipped, o.skippedRV = nil, ""
-		}
+		o.dropSkippedUnless(cur.ResourceVersion)
 		if o.idle() {
 			delete(w.objects, key)
 		}

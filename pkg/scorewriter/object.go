@@ -9,7 +9,8 @@ import (
 
 // object is what the writer keeps about one AddOnPlacementScore besides the informer's copy of
 // it: all of it, in one place, under Writer.mu. An object with nothing to keep has no entry
-// (tidy): a fleet's objects cost the informer's copy alone between their writes.
+// (tidy): a fleet's objects cost the informer's copy alone between their writes, and one waiting
+// to be written little more than its updates (BenchmarkPendingUpdateBytes).
 type object struct {
 	// pending are the accepted updates not yet written.
 	pending []*Update
@@ -19,8 +20,17 @@ type object struct {
 	// rest, while the object rests after a write started (Options.Window), ends the rest: the
 	// queue holds the object as being processed until then, so that arrivals share one next write.
 	rest clock.Timer
-	// written is the object as this writer last wrote or read it, until the informer shows that
-	// version or moves past it: newer than the informer's copy meanwhile.
+	// own is what the writer knows of the object beyond the informer's copy; nil: nothing.
+	own *own
+	// creating: this writer created the object and the informer has not shown it yet; it counts
+	// against its cluster's bound meanwhile (Writer.creating).
+	creating bool
+}
+
+// own is what the writer knows of an object that the informer's copy does not show (yet).
+type own struct {
+	// written is the object as this writer last wrote or read it (at writtenAt), until the
+	// informer shows that version or moves past it: newer than the informer's copy meanwhile.
 	written   *clusterv1alpha1.AddOnPlacementScore
 	writtenAt time.Time
 	// skipped are the lines of updates answered Unchanged (makePlan) while the hub held version
@@ -28,14 +38,61 @@ type object struct {
 	// hub's object is at that version, and are written with its next write.
 	skipped   map[string]line
 	skippedRV string
-	// creating: this writer created the object and the informer has not shown it yet; it counts
-	// against its cluster's bound meanwhile (Writer.creating).
-	creating bool
 }
 
 // idle reports whether the object has nothing the writer must keep.
 func (o *object) idle() bool {
-	return len(o.pending) == 0 && o.retryAt.IsZero() && o.rest == nil && o.written == nil && o.skipped == nil && !o.creating
+	return len(o.pending) == 0 && o.retryAt.IsZero() && o.rest == nil && o.own == nil && !o.creating
+}
+
+// written is the writer's own copy of the object; nil when it has none.
+func (o *object) written() *clusterv1alpha1.AddOnPlacementScore {
+	if o == nil || o.own == nil {
+		return nil
+	}
+	return o.own.written
+}
+
+// skippedAt are the lines skipped at version rv; nil when none.
+func (o *object) skippedAt(rv string) map[string]line {
+	if o == nil || o.own == nil || o.own.skippedRV != rv {
+		return nil
+	}
+	return o.own.skipped
+}
+
+// setCopy records obj, just written or read, as the writer's copy: what was skipped at another
+// version is in obj now, or lost with a write by someone else.
+func (o *object) setCopy(obj *clusterv1alpha1.AddOnPlacementScore, at time.Time) {
+	if o.own == nil {
+		o.own = &own{}
+	}
+	o.own.written, o.own.writtenAt = obj, at
+	if o.own.skippedRV != obj.ResourceVersion {
+		o.own.skipped, o.own.skippedRV = nil, ""
+	}
+}
+
+// dropCopy forgets the writer's copy, keeping what was skipped at version rv (if any).
+func (o *object) dropCopy() {
+	if o.own == nil {
+		return
+	}
+	o.own.written = nil
+	if o.own.skipped == nil {
+		o.own = nil
+	}
+}
+
+// dropSkippedUnless forgets what was skipped, unless at version rv.
+func (o *object) dropSkippedUnless(rv string) {
+	if o.own == nil || o.own.skippedRV == rv {
+		return
+	}
+	o.own.skipped, o.own.skippedRV = nil, ""
+	if o.own.written == nil {
+		o.own = nil
+	}
 }
 
 // object returns key's entry, made if missing. w.mu is held.
@@ -83,11 +140,7 @@ func (w *Writer) take(key Key) (us []*Update, retrying, ok bool) {
 // the lines skipped at its version. The copy is shared: whoever changes it changes a deep copy.
 func (w *Writer) current(key Key) (*clusterv1alpha1.AddOnPlacementScore, map[string]line) {
 	w.mu.Lock()
-	o := w.objects[key]
-	var obj *clusterv1alpha1.AddOnPlacementScore
-	if o != nil {
-		obj = o.written
-	}
+	obj := w.objects[key].written()
 	w.mu.Unlock()
 	if obj == nil {
 		obj = w.hub.get(key)
@@ -102,10 +155,7 @@ func (w *Writer) skippedAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) ma
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if o := w.objects[key]; o != nil && o.skippedRV == obj.ResourceVersion {
-		return o.skipped
-	}
-	return nil
+	return w.objects[key].skippedAt(obj.ResourceVersion)
 }
 
 // saw records obj, just written or read by this writer, as its copy of key's object. What was
@@ -113,11 +163,7 @@ func (w *Writer) skippedAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) ma
 func (w *Writer) saw(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	o := w.object(key)
-	o.written, o.writtenAt = obj, w.clock.Now()
-	if o.skippedRV != obj.ResourceVersion {
-		o.skipped, o.skippedRV = nil, ""
-	}
+	w.object(key).setCopy(obj, w.clock.Now())
 }
 
 // remember keeps what a plan skipped at obj's version (nil: nothing).
@@ -129,12 +175,13 @@ func (w *Writer) remember(key Key, obj *clusterv1alpha1.AddOnPlacementScore, ski
 	defer w.mu.Unlock()
 	o := w.object(key)
 	if skipped == nil {
-		if o.skippedRV != obj.ResourceVersion {
-			o.skipped, o.skippedRV = nil, ""
-		}
+		o.dropSkippedUnless(obj.ResourceVersion)
 		return
 	}
-	o.skipped, o.skippedRV = skipped, obj.ResourceVersion
+	if o.own == nil {
+		o.own = &own{}
+	}
+	o.own.skipped, o.own.skippedRV = skipped, obj.ResourceVersion
 }
 
 // retryAfter makes key wait d for its retry, with us back in front of what arrived meanwhile.
@@ -152,7 +199,7 @@ func (w *Writer) retryAfter(key Key, us []*Update, d time.Duration) {
 func (w *Writer) forget(key Key) {
 	w.mu.Lock()
 	if o := w.objects[key]; o != nil {
-		o.written, o.skipped, o.skippedRV = nil, nil, ""
+		o.own = nil
 		w.created(key, o)
 		if o.idle() {
 			delete(w.objects, key)
@@ -182,7 +229,7 @@ func (w *Writer) ForgetCluster(cluster string) {
 		if key.Cluster != cluster {
 			continue
 		}
-		o.written, o.skipped, o.skippedRV = nil, nil, ""
+		o.own = nil
 		w.created(key, o)
 		if o.idle() {
 			delete(w.objects, key)
