@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
-	"open-cluster-management.io/api/client/cluster/clientset/versioned/fake"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -62,7 +61,7 @@ func TestPlanMasked(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Clock = clk
 	opts.Masks = maskList{{"c1", "r"}: {"x"}}
-	w, err := NewWriter(fake.NewSimpleClientset(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
+	w, err := NewWriter(newHub(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestMaskRemovalMessageIsBounded(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Clock = clocktesting.NewFakeClock(t0)
 	opts.Masks = maskList{{"c1", "r"}: maskedNames}
-	w, err := NewWriter(fake.NewSimpleClientset(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
+	w, err := NewWriter(newHub(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +137,7 @@ func TestMaskEnforcementIsRetriedUntilItSucceeds(t *testing.T) {
 	key := Key{"c1", "r"}
 	obj := onHub(makePlan(nil, nil, []*Update{upd(0, sc("a", 1), sc("x", 9))}, t0))
 	obj.Name, obj.Namespace = key.Resource, key.Cluster
-	client := fake.NewSimpleClientset(obj)
+	client := newHub(obj)
 	var down atomic.Bool
 	var attempts atomic.Int32
 	down.Store(true)

@@ -158,12 +158,19 @@ func (w *Writer) skippedAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) ma
 	return w.objects[key].skippedAt(obj.ResourceVersion)
 }
 
-// saw records obj, just written or read by this writer, as its copy of key's object. What was
-// skipped at an earlier version is in obj now, or lost with a write by someone else.
+// saw records obj, just written or read by this writer, as its copy of key's object, unless the
+// informer has that version already (its news may come before the API's answer). What was skipped
+// at an earlier version is in obj now, or lost with a write by someone else. The informer's store
+// is read under w.mu, which its handler (observed) takes after updating the store: either the
+// store has obj's version here, or the handler sees the copy and drops it.
 func (w *Writer) saw(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.object(key).setCopy(obj, w.clock.Now())
+	o := w.object(key)
+	o.setCopy(obj, w.clock.Now())
+	if cur := w.hub.get(key); cur != nil && cur.ResourceVersion == obj.ResourceVersion {
+		o.dropCopy()
+	}
 }
 
 // remember keeps what a plan skipped at obj's version (nil: nothing).

@@ -3,6 +3,7 @@ package scorewriter
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"open-cluster-management.io/api/client/cluster/clientset/versioned/fake"
@@ -24,8 +26,50 @@ import (
 // own accord), which the hub cannot show; a fake clientset stands in for the hub's answers and a
 // fake clock for time. Writing itself is tested against a real hub in test/writer.
 
+// newHub is a fake hub (clientset) whose objects carry resourceVersions: each create and update
+// gives a new one, and an update of another version than the stored one is a conflict, as the
+// API server answers. The plain fake keeps none, which the writer's bookkeeping of versions
+// (object.own, the informer's news) cannot be tested with.
+func newHub(objs ...runtime.Object) *fake.Clientset {
+	var rv atomic.Int64
+	for _, o := range objs {
+		o.(*clusterv1alpha1.AddOnPlacementScore).ResourceVersion = fmt.Sprint(rv.Add(1))
+	}
+	client := fake.NewSimpleClientset(objs...)
+	gvr := clusterv1alpha1.SchemeGroupVersion.WithResource("addonplacementscores")
+	client.PrependReactor("create", "addonplacementscores", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateAction).GetObject().(*clusterv1alpha1.AddOnPlacementScore).ResourceVersion = fmt.Sprint(rv.Add(1))
+		return false, nil, nil
+	})
+	client.PrependReactor("update", "addonplacementscores", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*clusterv1alpha1.AddOnPlacementScore)
+		cur, err := client.Tracker().Get(gvr, obj.Namespace, obj.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if v := cur.(*clusterv1alpha1.AddOnPlacementScore).ResourceVersion; v != obj.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.Name, fmt.Errorf("version %s, not %s", v, obj.ResourceVersion))
+		}
+		obj.ResourceVersion = fmt.Sprint(rv.Add(1))
+		return false, nil, nil
+	})
+	return client
+}
+
 func runWriter(t *testing.T, client *fake.Clientset, opts Options) *Writer {
 	t.Helper()
+	// The fake's watch does not resume from the list's resourceVersion: what is written between
+	// the informer's list and its watch would be lost. Start writing once the watch is there.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("addonplacementscores", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		wi, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(watching) })
+		return true, wi, nil
+	})
 	w, err := NewWriter(client, opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +79,11 @@ func runWriter(t *testing.T, client *fake.Clientset, opts Options) *Writer {
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, "the informer to sync", func() bool { return w.Ready() == nil })
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer does not watch")
+	}
 	return w
 }
 
@@ -123,7 +172,7 @@ func TestObjectStateIsForgottenWhenWritesFailForGood(t *testing.T) {
 		"throttled": apierrors.NewTooManyRequests("slow down", 0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := fake.NewSimpleClientset()
+			client := newHub()
 			for _, verb := range []string{"get", "create", "update"} {
 				client.PrependReactor(verb, "addonplacementscores", failWith(err))
 			}
@@ -149,7 +198,7 @@ func TestObjectStateIsForgottenWhenWritesFailForGood(t *testing.T) {
 // Once its writes have landed and the informer has caught up, an object costs the writer nothing
 // besides the informer's copy.
 func TestObjectStateIsReleasedAfterWrites(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	w := runWriter(t, client, DefaultOptions())
 	for i := range 20 {
 		if r := write(t, w, Key{"c1", fmt.Sprintf("r%d", i)}, 1); r.Outcome != contract.OutcomeWritten {
@@ -159,6 +208,12 @@ func TestObjectStateIsReleasedAfterWrites(t *testing.T) {
 	waitFor(t, "the writer's own copies to go", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		for k, o := range w.objects {
+			t.Logf("%s: %d pending, retry %v, rest %v, creating %v, own %+v", k, len(o.pending), o.retryAt, o.rest != nil, o.creating, o.own)
+			if o.own != nil && o.own.written != nil {
+				t.Logf("  written rv %q; informer %v", o.own.written.ResourceVersion, w.hub.get(k) != nil)
+			}
+		}
 		return len(w.objects) == 0
 	})
 	if n := len(w.hub.informer.GetStore().ListKeys()); n != 20 {
@@ -169,7 +224,7 @@ func TestObjectStateIsReleasedAfterWrites(t *testing.T) {
 // A score is removed from the hub when its validUntil passes, by the writer of its own accord,
 // at that time and not before.
 func TestExpiredScoreIsRemovedAtItsValidUntil(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	opts, clk := fakeTimed()
 	w := runWriter(t, client, opts)
 	key := Key{"c1", "r"}
@@ -204,7 +259,7 @@ func TestExpiredScoreIsRemovedAtItsValidUntil(t *testing.T) {
 // A writer that starts after an object was written (a restart, another replica) learns its
 // expiry from the informer and removes the expired score without any update for it.
 func TestExpiryIsKeptAcrossARestart(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	key := Key{"c1", "r"}
 	opts, clk := fakeTimed()
 	first, err := NewWriter(client, opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
@@ -235,7 +290,7 @@ func TestExpiryIsKeptAcrossARestart(t *testing.T) {
 // the validity they gave is written by the writer when the stored one keeps half of it, so the
 // score lives as long as the last refresh said, refresh or not.
 func TestSkippedRefreshesValidityIsWrittenWithoutAnotherRefresh(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	opts, clk := fakeTimed()
 	w := runWriter(t, client, opts)
 	key := Key{"c1", "r"}
@@ -276,7 +331,7 @@ func TestSkippedRefreshesValidityIsWrittenWithoutAnotherRefresh(t *testing.T) {
 // When the rewrite at an object's expiry fails for good (here the hub forbids it), the writer
 // does not try again at once, forever: the informer's next news of the object (its resync) does.
 func TestFailedExpiryRewriteIsNotRetriedInALoop(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	opts, clk := fakeTimed()
 	w := runWriter(t, client, opts)
 	key := Key{"c1", "r"}
@@ -311,7 +366,7 @@ func TestLoneUpdateOfIdleObjectIsWrittenAtOnce(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Window = time.Hour
 	opts.Clock = clocktesting.NewFakeClock(t0)
-	w, err := NewWriter(fake.NewSimpleClientset(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
+	w, err := NewWriter(newHub(), opts, NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +389,7 @@ func TestLoneUpdateOfIdleObjectIsWrittenAtOnce(t *testing.T) {
 
 // Updates that arrive while an object rests after a write share its next write, when the rest ends.
 func TestUpdatesArrivingDuringRestShareOneWrite(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	clk := clocktesting.NewFakeClock(t0)
 	opts := DefaultOptions()
 	opts.Window = time.Second
@@ -369,7 +424,7 @@ func TestUpdatesArrivingDuringRestShareOneWrite(t *testing.T) {
 // A deleted ManagedCluster's objects leave the writer: their copies, and their metric series,
 // the stale-score aggregate included.
 func TestForgetClusterReleasesItsState(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newHub()
 	w := runWriter(t, client, DefaultOptions())
 	for _, key := range []Key{{"gone", "r1"}, {"gone", "r2"}, {"stays", "r1"}} {
 		u := NewUpdate(key, []contract.Score{sc("a", 1)}, w.Now(), time.Time{}, "test")
