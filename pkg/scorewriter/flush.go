@@ -22,97 +22,124 @@ func (w *Writer) flush(ctx context.Context, key Key) bool {
 	if !ok {
 		return false
 	}
-	if len(us) > 0 {
-		w.metrics.batchSize.Observe(float64(len(us)))
-		deadline := w.clock.Now().Add(w.opts.RetryFor)
-		for _, u := range us {
-			if u.deadline.IsZero() {
-				u.deadline = deadline
-			}
-		}
-	}
-	cur, skipped := w.current(key)
-	if len(us) == 0 && !retrying && !w.mayWrite(key, cur) {
-		return false
-	}
-	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
-	// holds, not a copy that may be behind.
-	confirmed := false
-	if retrying {
-		// After a failure the object's state is unknown.
-		var err error
-		if cur, skipped, err = w.load(ctx, key); err != nil {
-			w.failed(ctx, key, us, err)
-			return true
-		}
-		confirmed = true
+	w.startDeadlines(us)
+	f := &flushing{w: w, ctx: ctx, key: key, us: us}
+	f.cur, f.skipped = w.current(key)
+	if retrying && !f.read() { // after a failure the object's state is unknown
+		return true
 	}
 	for conflicts := 0; ; {
-		if len(us) == 0 && !w.mayWrite(key, cur) {
+		if len(us) == 0 && !w.mayWrite(key, f.cur) {
 			return false
 		}
-		p := w.plan(key, cur, skipped, us)
-		if !p.changed && len(us) > 0 && !confirmed && cur != nil {
-			// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub
-			// still has it. At the same resourceVersion the copy stands, with what this process
-			// skipped at it.
-			var err error
-			if cur, skipped, err = w.load(ctx, key); err != nil {
-				w.failed(ctx, key, us, err)
+		p := w.plan(key, f.cur, f.skipped, us)
+		switch {
+		case !p.changed && len(us) > 0 && !f.confirmed && f.cur != nil:
+			// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub still
+			// has it. At the same resourceVersion the copy stands, with what was skipped at it.
+			if !f.read() {
 				return true
 			}
-			confirmed = true
-			continue
-		}
-		if !p.changed {
-			w.remember(key, cur, p.skipped)
-			w.queue.Forget(key)
-			w.resolve(us, p.outcomes, resourceVersion(cur))
-			w.schedule(key, p.due)
+		case !p.changed:
+			f.settle(p)
 			return len(us) > 0
-		}
-		if cur == nil && !confirmed && w.atResourceBound(key) {
-			// The informer may not have seen an object created elsewhere: ask the hub before refusing.
-			var err error
-			if cur, skipped, err = w.load(ctx, key); err != nil {
+		case f.cur == nil && w.atResourceBound(key) && !f.confirmed:
+			// The informer may not have seen an object created elsewhere: ask the hub first.
+			if !f.read() {
+				return true
+			}
+		case f.cur == nil && w.atResourceBound(key):
+			f.refuseCreate()
+			return true
+		default:
+			err := f.commit(p)
+			if err == nil {
+				return true
+			}
+			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !(apierrors.IsNotFound(err) && f.cur != nil) {
 				w.failed(ctx, key, us, err)
 				return true
 			}
-			confirmed = true
-			continue
+			// The object changed under us, or is gone (deleted, or its namespace re-created):
+			// read it and plan again; a missing object is created anew.
+			if conflicts++; conflicts > w.opts.MaxConflicts {
+				w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
+				w.retryLater(key, nil, contract.ReasonConflict, err) // the object's own writes
+				return true
+			}
+			if !f.read() {
+				return true
+			}
 		}
-		if cur == nil && w.atResourceBound(key) {
-			w.queue.Forget(key)
-			w.resolveAll(us, failed(ReasonTooManyResources, false, fmt.Sprintf(
-				"cluster %s already has the %d AddOnPlacementScores the writer keeps per cluster (--max-resources-per-cluster): resource %s is not created",
-				key.Cluster, w.opts.MaxResourcesPerCluster, key.Resource)))
-			return true
-		}
-		written, err := w.write(ctx, key, cur, p)
-		if err == nil {
-			w.queue.Forget(key)
-			w.metrics.observe(key, p.wrote, w.clock.Now(), written.Status.ValidUntil, written.Status.Scores)
-			w.resolve(us, p.outcomes, written.ResourceVersion)
-			w.schedule(key, p.due)
-			return true
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !(apierrors.IsNotFound(err) && cur != nil) {
-			w.failed(ctx, key, us, err)
-			return true
-		}
-		// The object changed under us, or is gone (deleted, or its namespace re-created): re-read
-		// and plan again; a missing object is created anew.
-		if conflicts++; conflicts > w.opts.MaxConflicts {
-			w.resolveAll(us, failed(contract.ReasonConflict, true, fmt.Sprintf("%d conflicting writes in a row: %v", conflicts, err)))
-			w.retryLater(key, nil, contract.ReasonConflict, err) // the object's own writes
-			return true
-		}
-		if cur, skipped, err = w.load(ctx, key); err != nil {
-			w.failed(ctx, key, us, err)
-			return true
-		}
-		confirmed = true
 	}
+}
+
+// startDeadlines sets the deadline of updates at their first attempt.
+func (w *Writer) startDeadlines(us []*Update) {
+	if len(us) == 0 {
+		return
+	}
+	w.metrics.batchSize.Observe(float64(len(us)))
+	deadline := w.clock.Now().Add(w.opts.RetryFor)
+	for _, u := range us {
+		if u.deadline.IsZero() {
+			u.deadline = deadline
+		}
+	}
+}
+
+// flushing is one flush of one object under way.
+type flushing struct {
+	w   *Writer
+	ctx context.Context
+	key Key
+	us  []*Update
+	// cur is the object planned over (nil: not on the hub), with what was skipped at its version.
+	cur     *clusterv1alpha1.AddOnPlacementScore
+	skipped map[string]line
+	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
+	// holds, not a copy that may be behind.
+	confirmed bool
+}
+
+// read reads the object from the hub; false when that failed (and the failure is handled).
+func (f *flushing) read() bool {
+	var err error
+	if f.cur, f.skipped, err = f.w.load(f.ctx, f.key); err != nil {
+		f.w.failed(f.ctx, f.key, f.us, err)
+		return false
+	}
+	f.confirmed = true
+	return true
+}
+
+// settle answers a plan that writes nothing, keeps what it skipped and schedules the object.
+func (f *flushing) settle(p plan) {
+	f.w.remember(f.key, f.cur, p.skipped)
+	f.w.queue.Forget(f.key)
+	f.w.resolve(f.us, p.outcomes, resourceVersion(f.cur))
+	f.w.schedule(f.key, p.due)
+}
+
+// refuseCreate fails the updates of an object that would be one more than its cluster may have.
+func (f *flushing) refuseCreate() {
+	f.w.queue.Forget(f.key)
+	f.w.resolveAll(f.us, failed(ReasonTooManyResources, false, fmt.Sprintf(
+		"cluster %s already has the %d AddOnPlacementScores the writer keeps per cluster (--max-resources-per-cluster): resource %s is not created",
+		f.key.Cluster, f.w.opts.MaxResourcesPerCluster, f.key.Resource)))
+}
+
+// commit writes p; on success the updates are answered and the object scheduled.
+func (f *flushing) commit(p plan) error {
+	written, err := f.w.write(f.ctx, f.key, f.cur, p)
+	if err != nil {
+		return err
+	}
+	f.w.queue.Forget(f.key)
+	f.w.metrics.observe(f.key, p.wrote, f.w.clock.Now(), written.Status.ValidUntil, written.Status.Scores)
+	f.w.resolve(f.us, p.outcomes, written.ResourceVersion)
+	f.w.schedule(f.key, p.due)
+	return nil
 }
 
 // failed handles a failed hub request: a transient failure is retried after a backoff (the
