@@ -58,17 +58,10 @@ func (h *hubView) get(key Key) *clusterv1alpha1.AddOnPlacementScore {
 	return obj
 }
 
-// count is the number of AddOnPlacementScores carrying the writer's ledger the informer knows in
-// a namespace.
+// count is the number of AddOnPlacementScores the informer knows in a namespace.
 func (h *hubView) count(namespace string) int {
 	objs, _ := h.lister.AddOnPlacementScores(namespace).List(labels.Everything())
-	n := 0
-	for _, o := range objs {
-		if hasLedger(o) {
-			n++
-		}
-	}
-	return n
+	return len(objs)
 }
 
 // slimScore keeps of an AddOnPlacementScore only what a write needs: name, namespace, uid,

@@ -112,8 +112,8 @@ type Options struct {
 	MaxPending int
 	// MaxResourcesPerCluster bounds the AddOnPlacementScores the writer keeps in one cluster's
 	// namespace: creating one more is refused (TooManyResources), so that arbitrary resource names
-	// cannot grow the hub without limit. Counted over the namespace's objects that carry the
-	// writer's ledger (from the informer, whichever replica wrote them) and those being created.
+	// cannot grow the hub without limit. Counted over the namespace's objects the informer knows,
+	// whoever created them, and those this writer is creating.
 	MaxResourcesPerCluster int
 	// MaxScoreSeries bounds the per-cluster series of scoreflow_score and its freshness gauges
 	// (each object has one per score, plus when it was updated and when it expires): about half a
