@@ -14,15 +14,15 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// BenchmarkLargeObject measures what one AddOnPlacementScore of 2,000 scores of 100-character
+// BenchmarkScoreWriterLargeObject measures what one AddOnPlacementScore of 2,000 scores of 100-character
 // names costs (a DSF scorer over ${node};${namespace};${pod} on a cluster of 2,000 pods): the
 // POST of its score.updated to the writer's answer, for the first write (create and status), a
 // refresh changing every value, and a refresh of the same values (Unchanged: a read, no write),
 // against hub-raw, a plain client writing the same scores (no ledger) with UpdateStatus; and the
 // bytes of what is written and of the object as the API server serves it.
 //
-//	go test ./test/writer -run '^$' -bench LargeObject -benchtime 1x
-func BenchmarkLargeObject(b *testing.B) {
+//	go test ./test/writer -run '^$' -bench ScoreWriterLargeObject -benchtime 1x
+func BenchmarkScoreWriterLargeObject(b *testing.B) {
 	s := startWriter(b, serverOpts{})
 	ctx := context.Background()
 	api := hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("c4")
