@@ -14,9 +14,9 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// BenchmarkScoreWriterLargeObject measures what one AddOnPlacementScore of 2,000 scores of 100-character
-// names costs (a DSF scorer over ${node};${namespace};${pod} on a cluster of 2,000 pods): the
-// POST of its score.updated to the writer's answer, for the first write (create and status), a
+// BenchmarkScoreWriterLargeObject measures what one AddOnPlacementScore of 2,000 scores of
+// 100-character names costs (a DSF scorer over ${node};${namespace};${pod} on a cluster of 2,000
+// pods): the POST of its score.updated to the writer's answer, for the first write (create and status), a
 // refresh changing every value, and a refresh of the same values (Unchanged: a read, no write),
 // against hub-raw, a plain client writing the same scores (no ledger) with UpdateStatus; and the
 // bytes of what is written and of the object as the API server serves it.
