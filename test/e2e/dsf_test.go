@@ -203,3 +203,54 @@ func waitDecision(ctx context.Context, t *testing.T, placement, want string) {
 		}
 	}
 }
+
+// TestDSFAgentManyPods: DSF's published sample spec scores every pod, ${node};${namespace};${pod};
+// on a cluster of 2,500 pods its one score.updated carries 2,500 scores, and the whole path
+// (agent, DSF's sample scorer, gateway, broker, writer) lands them in one AddOnPlacementScore.
+func TestDSFAgentManyPods(t *testing.T) {
+	const pods = 2500
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	gw := stack.Functions["agent-gateway"]
+	if gw == nil {
+		t.Fatal("no agent-gateway in the stack (deploy/agent-gateway.yaml)")
+	}
+	installDSF(ctx, t)
+	enableDSFAddon(ctx, t, "cluster3")
+	prom := promtest.Start(t)
+	now := promtest.Aligned(time.Minute)
+	series := make([]promtest.Series, 0, pods)
+	for i := range pods {
+		series = append(series, promtest.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total",
+			"node": fmt.Sprintf("worker-%02d.cluster3.example.com", i%40), "namespace": fmt.Sprintf("team-%03d", i%150),
+			"pod": fmt.Sprintf("app-%05d-7d9f8b6c5d-x2x9z", i), "container": "app"}, float64(i%90)+0.5, now))
+	}
+	prom.MustPush(t, series...)
+	sample := dsfupstream.Scorer(t, "sample-scorer")
+	began := time.Now()
+	runDSFAgent(t, "cluster3", prom.URL, gw.URL, sample)
+	for {
+		aps, err := stack.Hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("cluster3").Get(ctx, "sample-my-score", metav1.GetOptions{})
+		if err == nil && len(aps.Status.Scores) == pods {
+			t.Logf("%d pod scores on the hub %s after the agent started", pods, time.Since(began).Round(time.Millisecond))
+			for _, s := range aps.Status.Scores {
+				if s.Name == "worker-00.cluster3.example.com;team-000;app-00000-7d9f8b6c5d-x2x9z" && s.Value != 0 {
+					t.Errorf("%s = %d, want 0 (0.5 cores, truncated)", s.Name, s.Value)
+				}
+			}
+			return
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			n := 0
+			if aps != nil {
+				n = len(aps.Status.Scores)
+			}
+			t.Fatalf("%d of %d pod scores on the hub", n, pods)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
