@@ -50,8 +50,12 @@ run-oidc: tools build ## The same with Knative's sender identity on and the oidc
 run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
 	bin/scoreflow run --tls --oidc
 
+.PHONY: dsf-deps
+dsf-deps: ## Install Debian's FastAPI, uvicorn, pydantic, Jinja2 and requests if missing (the DSF tests run DSF's own scorers unmodified; uses sudo unless root).
+	@hack/install-dsf-deps.sh
+
 .PHONY: test
-test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
+test: tools browser dsf-deps lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -65,11 +69,12 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about 40 minutes here; README's table is one run).
+bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000, 10,000 DSF agents through the agent gateway (README's table is one run).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 	$(GO) test -run '^$$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/...
 	$(GO) test -run '^$$' -bench 'Fleet$$/clusters=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
 	$(GO) test -run '^$$' -bench 'FleetMemory/clusters=1000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
+	$(GO) test -run '^$$' -bench 'DSFAgentFleet/agents=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/agents
 
 .PHONY: lint
 lint: ## gofmt and go vet.
