@@ -65,7 +65,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about 40 minutes here; README's table is one run).
+bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about 40 minutes here; docs/benchmarks.md holds one run's figures).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 	$(GO) test -run '^$$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/...
 	$(GO) test -run '^$$' -bench 'Fleet$$/clusters=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
