@@ -57,6 +57,10 @@ test: tools browser lint ## Run every test (unit, integration against a real hub
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz
 
+.PHONY: unit
+unit: ## Run the tests that need no built servers (no `make tools`): a green run in minutes (hack/unit.sh says which).
+	@GO=$(GO) hack/unit.sh
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME executions (default 50000x; make fuzz FUZZTIME=5m runs each 5 minutes); a finding prints its input.
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PKGS)
