@@ -67,10 +67,7 @@ fuzz: ## Run each fuzz target for FUZZTIME executions (default 50000x; make fuzz
 
 .PHONY: bench
 bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about 40 minutes here; docs/benchmarks.md holds one run's figures).
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
-	$(GO) test -run '^$$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/...
-	$(GO) test -run '^$$' -bench 'Fleet$$/clusters=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
-	$(GO) test -run '^$$' -bench 'FleetMemory/clusters=1000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
+	@GO=$(GO) BENCH_TIMEOUT=$(BENCH_TIMEOUT) hack/bench.sh
 
 .PHONY: lint
 lint: ## gofmt and go vet.
