@@ -1,7 +1,8 @@
 // Command latency-scorer scores clusters by HTTP latency measured on fresh connections. On the hub
-// it answers PingSource events (data: its configuration) with one score.updated; with --cluster it
-// runs on that managed cluster, measures every --interval and sends the scores to K_SINK. See
-// package github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
+// it answers PingSource events (data: its configuration, naming only URLs its --targets-file
+// lists) with one score.updated; with --cluster it runs on that managed cluster, measures every
+// --interval and sends the scores to K_SINK. See package
+// github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
 package main
 
 import (
@@ -21,11 +22,17 @@ func main() {
 	cluster := fn.Flags.String("cluster", "", "agent mode: the managed cluster this runs on; it measures from there every --interval and sends score.updated to K_SINK (empty: hub mode, PingSource events only)")
 	configFile := fn.Flags.String("config-file", "", "agent mode: configuration file, JSON or YAML like the PingSource data (a mounted ConfigMap; re-read every round)")
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
+	targetsFile := fn.Flags.String("targets-file", "", "the URLs a PingSource's configuration may name, each with the cluster it scores (JSON or YAML, a mounted ConfigMap; re-read on every ping); "+
+		"in agent mode the --config-file's URLs too. Empty: pings measure nothing (in agent mode, only the --config-file's URLs)")
 	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
 	hubToken := hubtoken.RegisterFlags(fn.Flags)
 
 	fn.Main(func(ctx context.Context) error {
 		s := latency.New(*cluster, fn.Log, fn.Registry)
+		s.Allowed = latency.DeploymentTargets(*targetsFile, *configFile, *cluster)
+		if _, err := latency.LoadTargets(*targetsFile, *cluster); err != nil {
+			return err
+		}
 		if *cluster != "" {
 			if err := contract.ValidateClusterName(*cluster); err != nil {
 				return err

@@ -6,10 +6,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -22,6 +24,7 @@ import (
 func main() {
 	fn := function.New("optimizer", "chooses a policy per cluster and a cluster per workload from AddOnPlacementScores and writes the plan as Placements and PlacementBindings")
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config)")
+	namespaces := fn.Flags.String("namespaces", "", "comma-separated namespaces whose policies, workloads and Placements requests may name (required; grant it a Role in each): a request for another is refused 400 Forbidden, nothing read or written")
 	lower := fn.Flags.String("lower-is-better", "", "comma-separated AddOnPlacementScore names whose lower values are better, minimised when a request sets no preference.goal (e.g. raw power readings)")
 	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal")
 	claim := fn.Flags.String("compliance-claim", "policy-watcher-claim", "ClusterClaim a workload's cluster must carry before its Placement selects it (empty: no gate)")
@@ -36,6 +39,18 @@ func main() {
 		}
 		cfg.UserAgent = "scoreflow-optimizer"
 		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, ComplianceClaim: *claim, ComplianceValue: *claimValue, MarkCompliance: *mark}}
+		for _, n := range strings.Split(*namespaces, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if msgs := validation.IsDNS1123Label(n); len(msgs) > 0 {
+				return fmt.Errorf("--namespaces: %q: %s", n, strings.Join(msgs, "; "))
+			}
+			o.Opts.Namespaces = append(o.Opts.Namespaces, n)
+		}
+		if len(o.Opts.Namespaces) == 0 {
+			return errors.New("--namespaces is required: the namespaces whose Placements this optimizer may write")
+		}
 		for _, n := range strings.Split(*lower, ",") {
 			if n = strings.TrimSpace(n); n != "" {
 				o.Opts.LowerIsBetter = append(o.Opts.LowerIsBetter, n)
@@ -51,7 +66,7 @@ func main() {
 			return err
 		}
 		if *mark {
-			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Log: fn.Log}
+			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Namespaces: o.Opts.Namespaces, Log: fn.Log}
 			go mk.Run(ctx, *markEvery)
 		}
 		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}

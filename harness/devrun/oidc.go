@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,102 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
-	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
-
-// layout is which manifest files a run applies: the default ones, or with Options.OIDC the oidc/
-// variant as oidc/README.md installs it (its Broker and Triggers instead of brokers/ and
-// triggers/, each oidc/patches/<service>.json applied to deploy/'s Service, then the
-// EventPolicies and the discovery RBAC).
-type layout struct {
-	broker, triggers, deploy string
-	after                    []string
-	patches                  map[string]jsonpatch.Patch // by Service name
-}
-
-func layoutOf(root string, oidc bool) (*layout, error) {
-	l := &layout{broker: filepath.Join(root, "brokers", "scoreflow.yaml"), triggers: filepath.Join(root, "triggers"),
-		deploy: filepath.Join(root, "deploy")}
-	if !oidc {
-		return l, nil
-	}
-	dir := filepath.Join(root, "oidc")
-	l.broker, l.triggers = filepath.Join(dir, "broker.yaml"), filepath.Join(dir, "triggers")
-	l.after = []string{filepath.Join(dir, "eventpolicies.yaml"), filepath.Join(dir, "discovery.yaml")}
-	files, err := filepath.Glob(filepath.Join(dir, "patches", "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	l.patches = map[string]jsonpatch.Patch{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		p, err := jsonpatch.DecodePatch(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		l.patches[strings.TrimSuffix(filepath.Base(f), ".json")] = p
-	}
-	return l, nil
-}
-
-// patchSet applies the patches to the typed Services the local processes are made from.
-func (l *layout) patchSet(set *manifests.Set) error {
-	seen := map[string]bool{}
-	for i, it := range set.Services {
-		p, ok := l.patches[it.Object.Name]
-		if !ok {
-			continue
-		}
-		seen[it.Object.Name] = true
-		raw, err := json.Marshal(it.Object)
-		if err != nil {
-			return err
-		}
-		if raw, err = p.Apply(raw); err != nil {
-			return fmt.Errorf("oidc/patches/%s.json: %w", it.Object.Name, err)
-		}
-		svc := &servingv1.Service{}
-		if err := json.Unmarshal(raw, svc); err != nil {
-			return err
-		}
-		set.Services[i].Object = svc
-	}
-	for name := range l.patches {
-		if !seen[name] {
-			return fmt.Errorf("oidc/patches/%s.json: deploy/ has no Service %s", name, name)
-		}
-	}
-	return nil
-}
-
-// patchObjects applies the patches to the Services sent to the hub, as `kubectl patch ksvc` does.
-func (l *layout) patchObjects(objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		p, ok := l.patches[o.GetName()]
-		if !ok || o.GetKind() != "Service" || o.GetAPIVersion() != servingv1.SchemeGroupVersion.String() {
-			continue
-		}
-		raw, err := json.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		if raw, err = p.Apply(raw); err != nil {
-			return fmt.Errorf("oidc/patches/%s.json: %w", o.GetName(), err)
-		}
-		o.Object = nil
-		if err := json.Unmarshal(raw, &o.Object); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // identityEnv is what a pod of f has on a cluster with sender identity on, locally: for a function
 // that verifies its callers, the API server to read OIDC discovery from and its CA (in a pod,
