@@ -53,8 +53,8 @@ run-tls: tools build ## The same with Knative's transport encryption strict and 
 	bin/scoreflow run --tls --oidc
 
 .PHONY: test
-test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end; with -race where our code shares memory between goroutines) and a short fuzz run.
+	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: unit
