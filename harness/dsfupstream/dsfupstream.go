@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
 )
 
 // Python is Debian's interpreter: only it sees Debian's python3-fastapi and friends
@@ -108,7 +107,7 @@ func Scorer(t testing.TB, sample string, env ...string) string {
 	if out, err := exec.Command(Python, "-c", "import fastapi, uvicorn, pydantic, jinja2, requests").CombinedOutput(); err != nil {
 		t.Fatalf("%s cannot run DSF's scorers (%v: %s): run hack/install-dsf-deps.sh (make test does)", Python, err, strings.TrimSpace(string(out)))
 	}
-	port, err := promlocal.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +115,7 @@ func Scorer(t testing.TB, sample string, env ...string) string {
 	cmd.Dir = app // the samples read ./contexts, templates/ and static/ from there
 	// The checkout is read-only and stays unmodified: no __pycache__.
 	cmd.Env = append(os.Environ(), append([]string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}, env...)...)
-	out := &promlocal.LockedBuffer{}
+	out := &proc.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = proc.DieWithParent()
 	if err := cmd.Start(); err != nil {
