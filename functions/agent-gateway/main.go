@@ -22,6 +22,10 @@ func main() {
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): TokenReviews and a watch of ManagedClusterAddOns")
 	agents := fn.Flags.String("agents-file", "", "YAML table of the agents admitted, {agents: [{addon, types, resources}]} (a mounted ConfigMap)")
 	audience := fn.Flags.String("audience", hubtoken.Audience, "the audience agents' tokens must carry")
+	// Every agent's first event after a token renewal costs a TokenReview: a fleet refreshing at
+	// once needs far more than client-go's default of 5 requests per second.
+	qps := fn.Flags.Float64("kube-api-qps", 200, "client-side rate limit of hub requests per second (TokenReviews)")
+	burst := fn.Flags.Int("kube-api-burst", 400, "client-side burst of hub requests")
 	newSender := fn.SinkFlags()
 
 	fn.Main(func(ctx context.Context) error {
@@ -37,6 +41,7 @@ func main() {
 			return err
 		}
 		cfg.UserAgent = "scoreflow-agent-gateway"
+		cfg.QPS, cfg.Burst = float32(*qps), *burst
 		kube, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return err
