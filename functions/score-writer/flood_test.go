@@ -89,8 +89,8 @@ func rawPost(client *http.Client, url, id string, body []byte, headers map[strin
 }
 
 // A hostile or broken sender floods the writer binary with the largest requests it can make:
-// bodies just under the limit whose one item names an 8 MiB "cluster" (each refusal used to be
-// remembered at twice that size), 10,000 refused items per event, bodies over the limit, and
+// bodies just under the limit whose one item names an 8 MiB "cluster" (a refusal must not be
+// remembered at its own size), 10,000 refused items per event, bodies over the limit, and
 // near 1 MiB of headers. Its resident memory stays well under the pod's 512 MiB limit, and it
 // still writes a valid event afterwards.
 func TestFloodOfMaximalRequestsStaysUnderThePodLimit(t *testing.T) {

@@ -287,8 +287,8 @@ func TestScoreWriterRBAC(t *testing.T) {
 			}
 			return err
 		}, true},
-		// The writer keeps its order ledger in a status condition now, not in the annotation
-		// scoreflow.io/scores: patching the object itself is no longer granted.
+		// The writer keeps its order ledger in a status condition: patching the object itself
+		// (its annotations, say) is not granted.
 		{"patch an AddOnPlacementScore's annotations", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
 			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Patch(ctx, "existing", types.MergePatchType,
 				[]byte(`{"metadata":{"annotations":{"scoreflow.io/scores":"{}"}}}`), metav1.PatchOptions{})

@@ -35,7 +35,7 @@ import (
 // (functions/score-writer's defaults: 10ms window, 64 workers, client QPS 200, burst 400).
 // Three take turns through one op, so that all see the same machine (it is shared and its load
 // swings within seconds): two schedulings, each its own writer - wait-when-idle (every update
-// waits the window first: the former scheduling) and at-once (an idle object is written at once;
+// waits the window first) and at-once (an idle object is written at once;
 // updates arriving while it is written or within the window after that write started share the
 // next write) - and hub-raw, the hub alone: no writer and no HTTP, a plain client writing each
 // event's status itself (see hubRawRun). The writers' overhead is their p50 against hub-raw's.
@@ -62,14 +62,12 @@ const (
 	latencyRate = 100 // events per second
 	// latencyTurn is the events in a row to one turn-taker: 0.2s. The machine's load swings over
 	// seconds: with 2s turns each of the three has five turns per op, so a stall of the hub can
-	// fall on one of them alone; with fifty 0.2s turns each, it falls on all three alike. In three
-	// runs of each (load average 11-14), at-once's p99 over hub-raw's on 100 objects was
-	// 0.87-1.11 with 0.2s turns and 1.07-3.03 with 2s turns. Long turns also let hub-raw, which
-	// writes every event, build a backlog on the hot object whenever the hub is slower than one
-	// write per 10ms: its p50 there was 12-31ms with 2s turns and 8-10ms with 0.2s turns, while
-	// its write start to seen stayed 7ms. A turn starts while the previous turn-taker's slowest
-	// writes are still under way, but each turn-taker follows another one in turn, so that
-	// overlap is the same for all three; 0.2s is still twenty 10ms windows.
+	// fall on one of them alone; with fifty 0.2s turns each, it falls on all three alike. Long
+	// turns also let hub-raw, which writes every event, build a backlog on the hot object whenever
+	// the hub is slower than one write per 10ms, which would count the backlog, not the write, in
+	// its p50. A turn starts while the previous turn-taker's slowest writes are still under way,
+	// but each turn-taker follows another one in turn, so that overlap is the same for all three;
+	// 0.2s is still twenty 10ms windows.
 	latencyTurn = 20
 	// latencyRound is the events of one op per turn-taker: 10s at 100 events/s each.
 	latencyRound = 1000
