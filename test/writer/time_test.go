@@ -28,9 +28,9 @@ func processCPU(t *testing.T) time.Duration {
 
 // Every time an event carries is bounded: a validUntil more than contract.MaxValidity after the
 // event's time, or the zero time, is refused (400) and changes nothing. An object that already
-// holds a line valid until year 9999 (written before the bound, or by hand) costs the writer
-// nothing while it waits: its CPU over three seconds stays near zero, where turning that time into
-// a wait used to overflow and spin a core.
+// holds a line valid until year 9999 (written by another writer, or by hand) costs the writer
+// nothing while it waits: its CPU over three seconds stays near zero (that time, turned into a
+// time.Duration naively, overflows into a negative wait that requeues at once, forever).
 func TestFarFutureValidUntilLeavesTheWriterIdle(t *testing.T) {
 	// Not parallel: the CPU of this process is measured.
 	s := startWriter(t, serverOpts{})
