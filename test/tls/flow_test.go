@@ -258,6 +258,9 @@ func scoreEvent(t *testing.T, data contract.ScoreUpdated) event.Event {
 	e.SetSource("scoreflow/tls-test")
 	e.SetType(contract.TypeScoreUpdated)
 	e.SetTime(time.Now())
+	// The strict overlays' writer refuses a score.updated whose attribute does not name its
+	// resource: the attribute is what the broker's EventPolicies filter on.
+	e.SetExtension(contract.ExtResource, data.Resource)
 	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		t.Fatal(err)
 	}
