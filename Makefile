@@ -11,7 +11,6 @@ TEST_TIMEOUT ?= 30m
 # A fleet benchmark alone takes about 25 minutes here.
 BENCH_TIMEOUT ?= 2h
 
-FUNCTIONS := $(notdir $(wildcard functions/*))
 FUZZ_PKGS := ./pkg/contract
 
 .DEFAULT_GOAL := help
@@ -22,33 +21,45 @@ help: ## Show this help.
 	@echo
 	@echo "Tools cache: $(SCOREFLOW_CACHE) (set SCOREFLOW_CACHE to move it)"
 
+# The servers `scoreflow run` starts (harness/tools.ForRun): `make run` builds only these; `make tools`
+# and `make test` build every one (kube-controller-manager, the addon manager and the governance
+# policy propagator only serve tests).
+RUN_TOOLS := etcd kube-apiserver prometheus placement knative
+
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus, the OCM placement controller and addon manager and Knative Eventing into the cache (once; minutes the first time).
+tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus, the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
 	@hack/build-tools.sh
+
+.PHONY: tools/run
+tools/run: ## Build only the servers `make run` needs: etcd, kube-apiserver, Prometheus, the placement controller, Knative Eventing.
+	@hack/build-tools.sh $(RUN_TOOLS)
 
 .PHONY: build
 build: ## Compile every package and put each function and the CLI in bin/.
-	$(GO) build ./...
 	@mkdir -p bin
-	@for f in $(FUNCTIONS); do $(GO) build -trimpath -o bin/$$f ./functions/$$f || exit 1; done
-	@if [ -d cmd/scoreflow ]; then $(GO) build -trimpath -o bin/scoreflow ./cmd/scoreflow; fi
+	@echo "build: the functions and the CLI into bin/ (cold: a few minutes)"
+	$(GO) build -o bin/ ./functions/... ./cmd/scoreflow
+	$(GO) build ./...
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
+# Flags for `scoreflow run` (e.g. RUN_ARGS=--lock-wait=10m).
+RUN_ARGS ?=
+
 .PHONY: run
-run: tools build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
-	bin/scoreflow run
+run: tools/run build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
+	bin/scoreflow run $(RUN_ARGS)
 
 .PHONY: browser
 browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
 	@hack/install-chromium.sh
 
 .PHONY: run-oidc
-run-oidc: tools build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
-	bin/scoreflow run --oidc
+run-oidc: tools/run build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
+	bin/scoreflow run --oidc $(RUN_ARGS)
 
 .PHONY: run-tls
-run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
-	bin/scoreflow run --tls --oidc
+run-tls: tools/run build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
+	bin/scoreflow run --tls --oidc $(RUN_ARGS)
 
 .PHONY: test
 test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.

@@ -5,7 +5,7 @@
 # cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its ldflags
 # or the Go version change.
 #
-# usage: hack/build-tools.sh [tool ...]     (default: all)
+# usage: hack/build-tools.sh [tool ...]     (default: all; `make run` names only the ones it starts)
 # env:   SCOREFLOW_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow)
 set -euo pipefail
 
@@ -70,10 +70,10 @@ build() {
   read -r -a pkgs <<<"${pkg[$name]}"
   stamp=$(stamp_of "$name")
   if [ -e "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
-    echo "tools: $name up to date ($bin/$name)"
+    echo "tools: [$step/${#want[@]}] $name up to date ($bin/$name)"
     return
   fi
-  echo "tools: building $name (${#pkgs[@]} main package(s); cold: minutes; progress below)"
+  echo "tools: [$step/${#want[@]}] building $name (${#pkgs[@]} main package(s); cold: minutes; progress below)"
   start=$(date +%s)
   out=$bin/$name.tmp
   rm -rf "$out"
@@ -88,7 +88,10 @@ build() {
   rm -rf "$bin/$name"
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp" > "$bin/.$name.stamp"
-  echo "tools: $name built in $(( $(date +%s) - start ))s -> $bin/$name"
+  echo "tools: [$step/${#want[@]}] $name built in $(( $(date +%s) - start ))s -> $bin/$name"
 }
 
-for t in "${want[@]}"; do build "$t"; done
+t0=$(date +%s)
+step=0
+for t in "${want[@]}"; do step=$((step + 1)); build "$t"; done
+echo "tools: ${want[*]}: ready in $(( $(date +%s) - t0 ))s"
