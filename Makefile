@@ -93,9 +93,9 @@ clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the s
 
 # ---- Knative deployment ---------------------------------------------------------------------------
 # Builds every function with ko and applies a variant of config/ (kustomize overlays of deploy/,
-# brokers/, triggers/, eventtypes/ and oidc/) to the cluster of the current kubectl context
-# (`kn quickstart kind` makes a kind cluster named knative). Re-applying a variant keeps it: it is
-# the whole desired state, nothing is patched by hand. ko is needed only here:
+# brokers/, triggers/, eventtypes/ and oidc/) to KUBE_CONTEXT (`kn quickstart kind` makes a kind
+# cluster named knative, context kind-knative). Re-applying a variant keeps it: it is the whole
+# desired state, nothing is patched by hand. ko is needed only here:
 # `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
 # test/deploy and config/ check the same YAML. See docs/quickstart.md.
 KO ?= ko
@@ -103,8 +103,18 @@ KUBECTL ?= kubectl
 KIND_CLUSTER_NAME ?= knative
 # Where images go: kind.local loads them straight into the kind cluster's nodes.
 KO_DOCKER_REPO ?= kind.local
-# What to deploy: a directory of config/.
+# The context deploy and undeploy act on. Images loaded into a kind cluster belong to that cluster,
+# so with kind.local it is kind-$(KIND_CLUSTER_NAME) whatever the current context is (`kind create
+# cluster` switches the current context to the cluster it creates); with a registry, the current one.
+KUBE_CONTEXT ?= $(if $(filter kind.local,$(KO_DOCKER_REPO)),kind-$(KIND_CLUSTER_NAME),$(shell $(KUBECTL) config current-context 2>/dev/null))
+# The platform the images are built for: this machine's, which is what its kind nodes run (ko alone
+# builds linux/amd64, which Apple silicon's arm64 nodes cannot run). For a registry serving nodes of
+# both: PLATFORM=linux/amd64,linux/arm64.
+PLATFORM ?= linux/$(shell $(GO) env GOARCH)
+# What to deploy: a directory of config/ (VARIANT), or any kustomization (CONFIG), e.g. one of
+# your own on top of a variant (oidc/README.md).
 VARIANT ?= default
+CONFIG ?= config/$(VARIANT)
 VARIANTS := $(patsubst config/%/kustomization.yaml,%,$(wildcard config/*/kustomization.yaml))
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 KO_ENV = KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=$(KO_DOCKER_REPO) KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) VERSION=$(VERSION)
@@ -115,17 +125,19 @@ ko-installed:
 
 .PHONY: variant
 variant:
-	@test -f config/$(VARIANT)/kustomization.yaml || { echo "VARIANT=$(VARIANT): no such variant; one of: $(VARIANTS)"; exit 1; }
+	@test -f $(CONFIG)/kustomization.yaml || { echo "$(CONFIG) has no kustomization.yaml: VARIANT is one of $(VARIANTS), or set CONFIG to a kustomization"; exit 1; }
+	@test -n "$(KUBE_CONTEXT)" || { echo "no kubectl context: set KUBE_CONTEXT (kubectl config get-contexts lists them)"; exit 1; }
 
 .PHONY: deploy
-deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/) to the current cluster.
-	set -o pipefail; $(KUBECTL) kustomize config/$(VARIANT) | $(KO_ENV) $(KO) apply -f -
+deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/; or CONFIG, a kustomization of your own) to KUBE_CONTEXT (kind-knative with kind images).
+	@echo "deploy: $(CONFIG) to context $(KUBE_CONTEXT), images for $(PLATFORM) into $(KO_DOCKER_REPO)"
+	set -o pipefail; $(KUBECTL) kustomize $(CONFIG) | $(KO_ENV) $(KO) apply --context=$(KUBE_CONTEXT) --platform=$(PLATFORM) -f -
 
 .PHONY: undeploy
 undeploy: variant ## Remove everything `make deploy VARIANT=...` created (the namespace, the cluster-wide RBAC, the broker, triggers and EventTypes).
-	$(KUBECTL) delete --ignore-not-found -k config/$(VARIANT)
+	$(KUBECTL) --context=$(KUBE_CONTEXT) delete --ignore-not-found -k $(CONFIG)
 
 .PHONY: publish/local
 publish/local: ko-installed ## Build every function image into the local Docker daemon (ko.local) without deploying.
-	KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=ko.local VERSION=$(VERSION) $(KO) build --base-import-paths ./functions/...
+	KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=ko.local VERSION=$(VERSION) $(KO) build --platform=$(PLATFORM) --base-import-paths ./functions/...
 # ---- end Knative deployment -----------------------------------------------------------------------
