@@ -17,7 +17,10 @@ const (
 	// module; the local hub runs only its garbage collector.
 	KubeControllerManager = "kube-controller-manager"
 	Prometheus            = "prometheus"
-	Placement             = "placement"
+	// PrometheusKubernetesSD is Prometheus with its Kubernetes service discovery, which Prometheus
+	// leaves out: for the scrape configuration the Prometheus Operator renders (monitoring/).
+	PrometheusKubernetesSD = "prometheus-kubernetes-sd"
+	Placement              = "placement"
 	// AddonManager is OCM's addon manager (ocm cmd/addon), built from the placement controller's
 	// pinned module.
 	AddonManager = "addon-manager"

@@ -37,7 +37,7 @@ func TestMakeRunBuildsWhatRunNeeds(t *testing.T) {
 	for _, n := range strings.Fields(string(order[1])) {
 		known[n] = true
 	}
-	for _, n := range []string{Etcd, KubeAPIServer, KubeControllerManager, Prometheus, Placement, AddonManager, Knative, GovernancePolicyPropagator} {
+	for _, n := range []string{Etcd, KubeAPIServer, KubeControllerManager, Prometheus, PrometheusKubernetesSD, Placement, AddonManager, Knative, GovernancePolicyPropagator} {
 		if !known[n] {
 			t.Errorf("hack/build-tools.sh does not build %s", n)
 		}
