@@ -24,8 +24,9 @@ func main() {
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
 	targetsFile := fn.Flags.String("targets-file", "", "the URLs a PingSource's configuration may name, each with the cluster it scores (JSON or YAML, a mounted ConfigMap; re-read on every ping); "+
 		"in agent mode the --config-file's URLs too. Empty: pings measure nothing (in agent mode, only the --config-file's URLs)")
-	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
+	newSender := fn.SinkFlags() // agent mode: the hub's agent gateway (K_SINK, set by addon/'s template)
 	hubToken := hubtoken.RegisterFlags(fn.Flags)
+	opts := scorer.Flags(fn.Flags)
 
 	fn.Main(func(ctx context.Context) error {
 		s := latency.New(*cluster, fn.Log, fn.Registry)
@@ -46,8 +47,9 @@ func main() {
 			if _, err := latency.LoadFile(*configFile, *cluster); err != nil {
 				return err
 			}
-			// As an OCM addon agent: the sink token is minted with the agent's hub credentials.
-			if err := hubToken.Start(ctx, fn.Log, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
+			// As an OCM addon agent: the token for the agent gateway is minted with the agent's
+			// hub credentials.
+			if err := hubToken.Start(ctx, fn.Log, *cluster, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
 				return err
 			}
 			sender, err := newSender()
@@ -57,6 +59,6 @@ func main() {
 			a := &latency.Agent{Scorer: s, ConfigFile: *configFile, Interval: *interval, Sender: sender, Source: fn.Source() + "/" + *cluster}
 			go a.Run(ctx)
 		}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, nil, *opts), nil)
 	})
 }

@@ -51,8 +51,8 @@ func TestEveryServiceRunsLocally(t *testing.T) {
 
 // TestOIDCVariantServices: a run with sender identity builds config/oidc, and the local processes
 // are made from the same objects the hub gets: each function carries the AUTH_ settings of its
-// Service on the hub, every function of an oidc/patches file but cloudevents-player verifies its
-// callers, and the metric-watcher, which no Trigger calls, does not.
+// Service on the hub, every function of an oidc/patches file verifies its callers, and the
+// metric-watcher, which no Trigger calls, does not.
 func TestOIDCVariantServices(t *testing.T) {
 	root := filepath.Join("..", "..")
 	if v := Variant(true, false); v != "oidc" {
@@ -103,8 +103,8 @@ func TestOIDCVariantServices(t *testing.T) {
 			verifying++
 		}
 	}
-	if want := len(patches) - 1; verifying != want { // every patch but cloudevents-player's
-		t.Errorf("%d functions verify callers, want %d (one per oidc/patches file but cloudevents-player's)", verifying, want)
+	if want := len(patches); verifying != want {
+		t.Errorf("%d functions verify callers, want %d (one per oidc/patches file)", verifying, want)
 	}
 	if w := byName["metric-watcher"]; w == nil || w.Env["AUTH_OIDC"] == "true" {
 		t.Error("the metric-watcher, which no Trigger calls, verifies callers")

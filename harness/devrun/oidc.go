@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -64,26 +62,29 @@ func (s *Stack) Mounted(function, path string) string {
 	return filepath.Join(s.StateDir, "files", function, "mounts", path)
 }
 
-// BrokerPolicy is the EventPolicy of oidc/eventpolicies.yaml: who may send to the Broker.
-const BrokerPolicy = "scoreflow-broker"
+// ClientPolicy is the EventPolicy that admits a client AdmitClient admits.
+func ClientPolicy(name string) string { return "scoreflow-client-" + name }
 
-// AdmitClient gives a client an identity the Broker admits, the way oidc/README.md has an operator
-// admit a person's client: a ServiceAccount name in the scoreflow namespace, added to the Broker's
-// EventPolicy, and a token of it for the Broker's audience (its status.address.audience), valid
-// for ttl. Knative admits it once its EventPolicy's status names it, within seconds.
+// AdmitClient gives a client an identity the Broker admits, the way docs/security.md has an
+// operator admit a person's client: a ServiceAccount name in the scoreflow namespace, an
+// EventPolicy of its own naming it (with no filters: a person's tool may send any type), and a
+// token of it for the Broker's audience (its status.address.audience), valid for ttl. Knative
+// admits it once the Broker's status lists the policy, within seconds.
 func (s *Stack) AdmitClient(ctx context.Context, name string, ttl time.Duration) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}
 	if _, err := s.Hub.Kube.CoreV1().ServiceAccounts(Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	policies, err := s.Knative.Applier.Resource(knlocal.EventPolicyKind, Namespace)
-	if err != nil {
-		return "", err
-	}
-	patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/from/-",
-		"value": map[string]string{"sub": "system:serviceaccount:" + Namespace + ":" + name}}})
-	if _, err := policies.Patch(ctx, BrokerPolicy, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		return "", fmt.Errorf("admitting %s in EventPolicy %s: %w", name, BrokerPolicy, err)
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": knlocal.EventPolicyKind.GroupVersion().String(), "kind": knlocal.EventPolicyKind.Kind,
+		"metadata": map[string]any{"name": ClientPolicy(name), "namespace": Namespace},
+		"spec": map[string]any{
+			"to":   []any{map[string]any{"ref": map[string]any{"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "scoreflow"}}},
+			"from": []any{map[string]any{"sub": "system:serviceaccount:" + Namespace + ":" + name}},
+		},
+	}}
+	if err := s.Knative.Applier.Apply(ctx, policy); err != nil {
+		return "", fmt.Errorf("admitting %s in EventPolicy %s: %w", name, ClientPolicy(name), err)
 	}
 	brokers, err := s.Knative.Applier.Resource(knlocal.BrokerKind, Namespace)
 	if err != nil {

@@ -171,11 +171,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}()
 	log := opts.Log
 
-	log.Info("starting the local hub (etcd, kube-apiserver, OCM CRDs)")
+	log.Info("starting the local hub (etcd, kube-apiserver, OCM CRDs, addon CRDs)")
 	if s.Hub, err = localhub.Start(); err != nil {
 		return s, err
 	}
 	if err = s.Hub.WriteKubeconfig(s.Kubeconfig); err != nil {
+		return s, err
+	}
+	// The agent gateway admits agents by their ManagedClusterAddOns.
+	if err = s.Hub.InstallAddonCRDs(); err != nil {
 		return s, err
 	}
 	if err = s.topology(ctx); err != nil {

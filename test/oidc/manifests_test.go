@@ -67,7 +67,7 @@ func envOf(svc *unstructured.Unstructured) map[string]string {
 }
 
 // withoutIdentity is a Service of config/oidc without what sender identity adds to it: the AUTH_
-// variables and cloudevents-player's cluster-local visibility.
+// variables.
 func withoutIdentity(svc *unstructured.Unstructured) *unstructured.Unstructured {
 	o := svc.DeepCopy()
 	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -85,22 +85,17 @@ func withoutIdentity(svc *unstructured.Unstructured) *unstructured.Unstructured 
 		c["env"] = kept
 	}
 	_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
-	if o.GetName() == "cloudevents-player" {
-		labels := o.GetLabels()
-		delete(labels, "networking.knative.dev/visibility")
-		o.SetLabels(labels)
-	}
 	return o
 }
 
 // The OIDC variant (config/oidc) is the default (config/default) plus what sender identity needs:
-// the same objects with the Broker's EventPolicy and the discovery binding added; each Trigger its
+// the same objects with the Broker's EventPolicies and the discovery binding added; each Trigger its
 // default twin with only subscriber.audience and the dead-letter sink's audience added, the Broker
-// with only the dead-letter sink's audience, every Service with only AUTH_ variables (and
-// cloudevents-player with only its visibility); each function that a Trigger with an audience calls gets exactly that audience and that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
+// with only the dead-letter sink's audience, every Service with only AUTH_ variables; each function that a Trigger with an audience calls gets exactly that audience and that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
 // presents its own token for that audience, in a configuration the function accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
-// whose failed deliveries reach it; the Broker's EventPolicy admits every source, the latency
-// agents' hub identity and every replying Trigger of the manifests, and not cloudevents-player.
+// whose failed deliveries reach it; the Broker's EventPolicies admit every source (the agent
+// gateway's SinkBinding among them: agents never post to the Broker) and every replying Trigger
+// of the manifests, and not cloudevents-player.
 func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	defaults := map[string]*unstructured.Unstructured{}
 	base := map[string]*unstructured.Unstructured{}
@@ -138,9 +133,14 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		}
 		delete(defaults, key(o))
 	}
+	want := []string{"ClusterRoleBinding scoreflow-oidc-discovery"}
+	for _, p := range read(t, "oidc/eventpolicies.yaml") {
+		want = append(want, "EventPolicy "+p.GetName())
+	}
 	sort.Strings(added)
-	if got := strings.Join(added, ", "); got != "ClusterRoleBinding scoreflow-oidc-discovery, EventPolicy scoreflow-broker" {
-		t.Errorf("config/oidc adds %s to config/default; want the discovery binding and the Broker's EventPolicy", got)
+	sort.Strings(want)
+	if got := strings.Join(added, ", "); got != strings.Join(want, ", ") {
+		t.Errorf("config/oidc adds %s to config/default; want the discovery binding and the EventPolicies of oidc/eventpolicies.yaml", got)
 	}
 	for k := range defaults {
 		t.Errorf("config/oidc lacks %s", k)
@@ -251,13 +251,6 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 			senders = append(senders, authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(o.GroupVersionKind(), metav1.ObjectMeta{Name: o.GetName(), Namespace: ns})))
 		}
 	}
-	// The latency agents on managed clusters send as the hub ServiceAccount the addon gives them
-	// (they mint its token with their own hub credentials).
-	for _, o := range read(t, "addon/00-hub-identity.yaml") {
-		if o.GetKind() == "ServiceAccount" {
-			senders = append(senders, authtest.Subject(o.GetNamespace(), o.GetName()))
-		}
-	}
 	admitted := map[string]bool{}
 	for _, p := range policies {
 		from, _, _ := unstructured.NestedSlice(p.Object, "spec", "from")
@@ -269,12 +262,12 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	}
 	for _, s := range append(senders, replying...) {
 		if !admitted[s] {
-			t.Errorf("the Broker's EventPolicy does not admit %s", s)
+			t.Errorf("the Broker's EventPolicies do not admit %s", s)
 		}
 		delete(admitted, s)
 	}
 	for s := range admitted {
-		t.Errorf("the Broker's EventPolicy admits %s, which no manifest sends as", s)
+		t.Errorf("the Broker's EventPolicies admit %s, which no manifest sends as", s)
 	}
 	if player := services["cloudevents-player"]; player.GetLabels()["networking.knative.dev/visibility"] != "cluster-local" {
 		t.Error("the OIDC variant leaves cloudevents-player reachable from outside the cluster")
@@ -282,7 +275,7 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 }
 
 // The overlay of one's own that oidc/README.md shows (keeping an admitted scorer across deploys)
-// builds on config/oidc and adds its subject to the Broker's EventPolicy.
+// builds on config/oidc and adds an EventPolicy admitting its subject, alone in that policy.
 func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(repo, "oidc", "README.md"))
 	if err != nil {
@@ -292,14 +285,18 @@ func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
 	if !ok {
 		t.Fatal("oidc/README.md has no section Keep your additions across deploys")
 	}
-	_, block, ok := strings.Cut(section, "```yaml\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("the section has no yaml block")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for _, b := range strings.Split(section, "```yaml\n")[1:] {
+		b, _, _ = strings.Cut(b, "```")
+		blocks = append(blocks, b)
+	}
+	if len(blocks) != 2 {
+		t.Fatalf("the section has %d yaml blocks, want the kustomization and its EventPolicy", len(blocks))
 	}
 	const base = "../scoreflow/config/oidc"
-	if !strings.Contains(block, base) {
-		t.Fatalf("the example does not build on %s:\n%s", base, block)
+	if !strings.Contains(blocks[0], base) || !strings.Contains(blocks[0], "my-scorer-policy.yaml") {
+		t.Fatalf("the example does not build on %s with my-scorer-policy.yaml:\n%s", base, blocks[0])
 	}
 	dir := t.TempDir()
 	abs, err := filepath.Abs(filepath.Join(repo, "config", "oidc"))
@@ -310,11 +307,14 @@ func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(strings.Replace(block, base, rel, 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(strings.Replace(blocks[0], base, rel, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "my-scorer-policy.yaml"), []byte(blocks[1]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const want = "system:serviceaccount:scoreflow:my-scorer-oidc-eventing.knative.dev-trigger"
-	found := false
+	named := 0
 	for _, o := range build(t, dir) {
 		if o.GetKind() != "EventPolicy" {
 			continue
@@ -322,12 +322,15 @@ func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
 		from, _, _ := unstructured.NestedSlice(o.Object, "spec", "from")
 		for _, f := range from {
 			if f.(map[string]any)["sub"] == want {
-				found = true
+				named++
+				if filters, _, _ := unstructured.NestedSlice(o.Object, "spec", "filters"); len(filters) != 1 || len(from) != 1 {
+					t.Errorf("EventPolicy %s admits %v with filters %v; want the scorer alone, with one filter", o.GetName(), from, filters)
+				}
 			}
 		}
 	}
-	if !found {
-		t.Errorf("the example's EventPolicy does not admit %s", want)
+	if named != 1 {
+		t.Errorf("%d EventPolicies of the example admit %s, want 1", named, want)
 	}
 }
 
