@@ -27,7 +27,7 @@ help: ## Show this help.
 RUN_TOOLS := etcd kube-apiserver prometheus placement knative
 
 .PHONY: tools
-tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus, the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
+tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus (also with its Kubernetes discovery), the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
 	@hack/build-tools.sh
 
 .PHONY: tools/run
