@@ -86,7 +86,10 @@ build() {
   rm -rf "$out"
   [ ${#pkgs[@]} -eq 1 ] || { mkdir -p "$out"; out=$out/; }
   # go build -v names each package as it compiles it: print a running count, not thousands of lines.
-  (cd "$dir" && go build -v -trimpath -tags="${tags[$name]:-}" -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
+  # No -trimpath: packages compiled with the same flags as `make build`, go vet and go test (and
+  # at the same versions: tools/knative requires the main module's versions of the modules both
+  # compile, harness/tools checks it) come out of Go's build cache instead of compiling again.
+  (cd "$dir" && go build -v -tags="${tags[$name]:-}" -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
     awk -v n="$name" -v t0="$start" '
       /^go: downloading/ { next }
       /^#|cannot|error:|undefined:/ { print; next }
