@@ -293,24 +293,29 @@ func TestQuickstartSampleDataNamesItsClusters(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, set := range []string{setHub, setHubDSF} {
-		s := load(t, set)
-		for _, it := range s.ConfigMaps {
-			for k, v := range it.Object.Data {
-				check(fmt.Sprintf("%s: ConfigMap %s %s", it.Source, it.Object.Name, k), v)
-				n++
-			}
-		}
-		for _, it := range s.PingSources {
-			check(fmt.Sprintf("%s: PingSource %s", it.Source, it.Object.Name), it.Object.Spec.Data)
+	s := load(t, setHub)
+	for _, it := range s.ConfigMaps {
+		for k, v := range it.Object.Data {
+			check(fmt.Sprintf("%s: ConfigMap %s %s", it.Source, it.Object.Name, k), v)
 			n++
 		}
 	}
-	example, err := os.ReadFile(filepath.Join(repo, "examples", "python-scorer", "scorer.yaml"))
+	for _, it := range s.PingSources {
+		check(fmt.Sprintf("%s: PingSource %s", it.Source, it.Object.Name), it.Object.Spec.Data)
+		n++
+	}
+	// The examples a reader applies on top.
+	examples, err := filepath.Glob(filepath.Join(repo, "deploy", "dsf", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("examples/python-scorer/scorer.yaml", string(example))
+	for _, f := range append(examples, filepath.Join(repo, "examples", "python-scorer", "scorer.yaml")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(strings.TrimPrefix(f, repo+"/"), string(b))
+	}
 	if n < 10 {
 		t.Errorf("checked %d ConfigMap entries and PingSources, want at least 10 (the check may have stopped seeing them)", n)
 	}
