@@ -27,6 +27,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
 	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -398,7 +399,7 @@ func startFunction(t *testing.T, dir, name string, env ...string) *function {
 		t.Fatal(err)
 	}
 	f := &function{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	out := &promlocal.LockedBuffer{}
+	out := &proc.Buffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...)...)
 	cmd.Stdout, cmd.Stderr = out, out

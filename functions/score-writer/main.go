@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,10 +33,10 @@ func main() {
 	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", opts.RetryFor, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
 	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
 	fn.Flags.IntVar(&opts.MaxResourcesPerCluster, "max-resources-per-cluster", opts.MaxResourcesPerCluster, "AddOnPlacementScores the writer keeps per cluster namespace; creating one more is refused (TooManyResources)")
-	fn.Flags.IntVar(&opts.CachedObjects, "cached-objects", opts.CachedObjects, "AddOnPlacementScores remembered between writes (least recently used are read again when needed)")
 	fn.Flags.IntVar(&opts.MaxScoreSeries, "max-score-series", opts.MaxScoreSeries, "per-cluster series of scoreflow_score and its freshness gauges exported (about half a KiB of memory each); objects beyond get none, counted in scoreflow_writer_score_series_dropped_total, and only the per-resource freshness aggregates cover them")
 	maskFile := fn.Flags.String("masks-file", "", "YAML list of score masks, [{cluster, resource, score}], usually a mounted ConfigMap: a masked score is not written and is removed from its object (empty: none)")
 	maskEvery := fn.Flags.Duration("masks-interval", 2*time.Second, "how often the masks file is checked for a new content")
+	requireResource := fn.Flags.Bool("require-resource-attribute", false, "refuse (400, Forbidden) score.updated events without the scoreflowresource attribute naming their resource; events whose attribute names another resource than their data are refused always (set where the broker's EventPolicies filter senders on it)")
 
 	fn.Main(func(ctx context.Context) error {
 		if *deadline < 0 {
@@ -62,15 +63,19 @@ func main() {
 			return err
 		}
 		clusters := scorewriter.WatchManagedClusters(ctx, client)
-		fn.SetReadiness(clusters.Ready)
+		opts.Clusters = clusters
 
 		var w *scorewriter.Writer
 		metrics := scorewriter.NewMetrics(fn.Registry, func() float64 { return float64(w.Pending()) })
 		if w, err = scorewriter.NewWriter(client, opts, metrics, fn.Log); err != nil {
 			return err
 		}
+		clusters.OnDelete(w.ForgetCluster)
+		// Ready once both informers have synced: before, every cluster would look unknown and no
+		// object's expiry would be known.
+		fn.SetReadiness(func() error { return errors.Join(clusters.Ready(), w.Ready()) })
 		h := scorewriter.NewHandler(w, clusters, scorewriter.HandlerOptions{TTL: *ttl, MaxClockSkew: *skew, RememberBytes: *remember, MaxPendingBytes: *pendingBytes,
-			EventDeadline: *deadline, Source: fn.Source()})
+			EventDeadline: *deadline, Source: fn.Source(), RequireResourceAttribute: *requireResource})
 
 		done := make(chan struct{})
 		wctx, stopWriter := context.WithCancel(context.Background())
@@ -82,9 +87,7 @@ func main() {
 				for i, e := range es {
 					keys[i] = scorewriter.Key{Cluster: e.Cluster, Resource: e.Resource}
 				}
-				if err := w.EnforceMasks(keys...); err != nil {
-					fn.Log.Warn("masked scores are removed at their objects' next updates", "err", err)
-				}
+				w.EnforceMasks(keys...)
 			}
 			enforce(mf.Set().Entries())
 			go mf.Watch(ctx, *maskEvery, enforce)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scoreflow/scoreflow/harness/promlocal"
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
@@ -114,7 +114,7 @@ type Process struct {
 	URL string // http://127.0.0.1:PORT
 
 	cmd     *exec.Cmd
-	out     *promlocal.LockedBuffer
+	out     *proc.Buffer
 	exited  chan struct{} // closed once the process has exited; err then says how
 	err     error
 	stopped bool
@@ -125,14 +125,14 @@ type Process struct {
 // running is stopped as Stop does, with 30s to exit; a failed test logs the function's output.
 func Start(t testing.TB, env []string, args ...string) *Process {
 	t.Helper()
-	port, err := promlocal.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d", port), out: &promlocal.LockedBuffer{}, exited: make(chan struct{})}
+	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d", port), out: &proc.Buffer{}, exited: make(chan struct{})}
 	p.cmd = command(append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...), args)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	promlocal.DieWithParent(p.cmd)
+	p.cmd.SysProcAttr = proc.DieWithParent()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -201,4 +202,22 @@ func Wrapper(dir, bin string) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// Buffer collects a child process's output; safe to read while the child writes.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

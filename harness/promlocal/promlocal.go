@@ -27,6 +27,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/tools"
 )
 
@@ -37,7 +38,7 @@ type Server struct {
 
 	dir  string
 	cmd  *exec.Cmd
-	out  *LockedBuffer
+	out  *proc.Buffer
 	done chan struct{}
 	once sync.Once
 }
@@ -91,7 +92,7 @@ func start(bin, config string, flags []string) (*Server, error) {
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-	s := &Server{URL: "http://" + addr, dir: dir, out: &LockedBuffer{}, done: make(chan struct{})}
+	s := &Server{URL: "http://" + addr, dir: dir, out: &proc.Buffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, append([]string{
 		"--config.file=" + cfg,
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
@@ -256,24 +257,6 @@ func FreePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// LockedBuffer collects a child process's output; safe to read while it writes.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Aligned is now rounded down to a multiple of step since the Unix epoch: a recent, fixed time for

@@ -58,3 +58,18 @@ func Client(t testing.TB, url string) *prom.Client {
 	}
 	return c
 }
+
+// Counter is a counter growing by perSecond, sampled every 15s from an hour and a minute before
+// at until five minutes after it, starting from 0: rate(...[1m]) evaluated anywhere in the hour
+// before at is perSecond (to a rounding error: pick rates like 2.5 that truncate the same either
+// way), whatever minute a range query's grid falls on (no window is cut by the series' start or
+// end).
+func Counter(labels map[string]string, perSecond float64, at time.Time) Series {
+	const step = 15 * time.Second
+	from, to := at.Add(-time.Hour-time.Minute), at.Add(5*time.Minute)
+	s := Series{Labels: labels}
+	for t := from; !t.After(to); t = t.Add(step) {
+		s.Samples = append(s.Samples, Sample{T: t, V: perSecond * t.Sub(from).Seconds()})
+	}
+	return s
+}

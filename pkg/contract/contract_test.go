@@ -195,3 +195,28 @@ func TestWriteResultType(t *testing.T) {
 		t.Fatalf("round trip: %v %+v", err, got)
 	}
 }
+
+// Every time a score.updated carries is bounded: validUntil at most MaxValidity after the event's
+// time, and never the zero time (some encoders' "unset", which would read as never expiring).
+func TestValidUntilIsBounded(t *testing.T) {
+	observed := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	item := []ClusterScores{{Cluster: "c1", Scores: []Score{{Name: "a", Value: 1}}}}
+	at := func(t time.Time) *ScoreUpdated { return &ScoreUpdated{Resource: "r", ValidUntil: &t, Items: item} }
+	if err := at(time.Time{}).Validate(); err == nil || !strings.Contains(err.Error(), "zero time") {
+		t.Errorf("zero validUntil: %v, want refused", err)
+	}
+	if fe := at(observed.Add(MaxValidity)).CheckValidUntil(observed); fe != nil {
+		t.Errorf("validUntil MaxValidity after the event: %v", fe)
+	}
+	for _, vu := range []time.Time{observed.Add(MaxValidity + time.Nanosecond), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)} {
+		if fe := at(vu).CheckValidUntil(observed); fe == nil || fe.Reason != ReasonInvalidData || fe.Field != "validUntil" {
+			t.Errorf("validUntil %s: %v, want refused", vu, fe)
+		}
+		if _, err := NewScoreUpdated("test", observed, *at(vu)); err == nil {
+			t.Errorf("NewScoreUpdated built an event valid until %s", vu)
+		}
+	}
+	if fe := (&ScoreUpdated{Resource: "r", NeverExpires: true, Items: item}).CheckValidUntil(observed); fe != nil {
+		t.Errorf("neverExpires: %v", fe)
+	}
+}

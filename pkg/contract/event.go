@@ -143,6 +143,9 @@ func NewScoreUpdated(source string, observed time.Time, s ScoreUpdated) (event.E
 	if err := s.Validate(); err != nil {
 		return event.Event{}, fmt.Errorf("score.updated for %q: %w", s.Resource, err)
 	}
+	if fe := s.CheckValidUntil(observed); fe != nil {
+		return event.Event{}, fmt.Errorf("score.updated for %q: %w", s.Resource, fe)
+	}
 	size := 64 + len(s.Resource)
 	for i := range s.Items {
 		size += 24 + len(s.Items[i].Cluster)

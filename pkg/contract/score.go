@@ -9,11 +9,31 @@ import (
 
 // Bounds of one score.updated event.
 const (
-	MaxItems         = 10000
-	MaxScoresPerItem = 256
+	MaxItems = 10000
+	// MaxScoresPerItem bounds one cluster's scores in one event: room for a Dynamic Scoring
+	// Framework scorer over ${node};${namespace};${pod} on a cluster of a few thousand pods. What
+	// one AddOnPlacementScore holds is bounded by MaxObjectStatusBytes, whatever the count.
+	MaxScoresPerItem = 4096
 
 	maxClusterNameLength = 63 // a DNS-1123 label
 )
+
+// MaxValidity bounds validUntil: at most this long after the event's time (its observation). A
+// validUntil further ahead is refused, as is the zero time (0001-01-01T00:00:00Z, which some
+// encoders write for "unset"): scores that never expire say neverExpires. Scorers refresh their
+// scores every few minutes; a week covers producers that send only daily.
+const MaxValidity = 7 * 24 * time.Hour
+
+// MaxObjectStatusBytes bounds what the score-writer keeps in one AddOnPlacementScore: its
+// status.scores and the writer's order ledger (the status conditions scoreflow.io/Observations,
+// one line per score name: source, observation time, validUntil), as the writer encodes them.
+// 640 KiB holds 2,907 scores of 100-character names from one producer (a few thousand pods of a
+// cluster, each its own score; 1,232 of 253 characters), a little fewer when several producers
+// share the object (each event's source and times are recorded once), and keeps the stored
+// object (663,041 bytes at the bound, managedFields included: test/writer) well inside etcd's
+// 1.5 MiB request limit. An item that would take an object past it is refused alone (Failed,
+// Rejected, saying so); the items and updates written with it are not.
+const MaxObjectStatusBytes = 640 << 10
 
 // ScoreUpdated is the data of io.scoreflow.score.updated: the scores of one AddOnPlacementScore
 // resource for every cluster a scorer evaluated. One event carries every cluster because a Knative
@@ -25,7 +45,7 @@ type ScoreUpdated struct {
 	Resource string          `json:"resource"`
 	Items    []ClusterScores `json:"items"`
 	// ValidUntil, when set, is when these scores stop being valid; the writer defaults it to the
-	// observation time plus its TTL.
+	// observation time plus its TTL. At most MaxValidity after the event's time, never the zero time.
 	ValidUntil *time.Time `json:"validUntil,omitempty"`
 	// NeverExpires keeps the scores valid until they are replaced (OCM's validUntil nil): for
 	// producers that send only on change, such as cluster health from ApiServerSource events.
@@ -72,6 +92,9 @@ func (s *ScoreUpdated) validateEnvelope() FieldErrors {
 	if s.NeverExpires && s.ValidUntil != nil {
 		errs = append(errs, fieldErr(ReasonInvalidData, "neverExpires", "contradicts validUntil: set one or the other"))
 	}
+	if s.ValidUntil != nil && s.ValidUntil.IsZero() {
+		errs = append(errs, fieldErr(ReasonInvalidData, "validUntil", "is the zero time (0001-01-01T00:00:00Z): set neverExpires for scores that never expire"))
+	}
 	seen := make(map[string]int, len(s.Items))
 	for i, it := range s.Items {
 		if len(it.Cluster) > maxClusterNameLength {
@@ -83,6 +106,20 @@ func (s *ScoreUpdated) validateEnvelope() FieldErrors {
 		seen[it.Cluster] = i
 	}
 	return errs
+}
+
+// CheckValidUntil refuses a validUntil more than MaxValidity after observed, the event's time (see
+// ObservedTime): every time the writer schedules must be bounded.
+func (s *ScoreUpdated) CheckValidUntil(observed time.Time) *FieldError {
+	if s.ValidUntil == nil {
+		return nil
+	}
+	if horizon := observed.Add(MaxValidity); s.ValidUntil.After(horizon) {
+		fe := fieldErr(ReasonInvalidData, "validUntil", "%s is more than %s after the event's time %s (at most %s)",
+			s.ValidUntil.UTC().Format(time.RFC3339), MaxValidity, observed.UTC().Format(time.RFC3339), horizon.UTC().Format(time.RFC3339))
+		return &fe
+	}
+	return nil
 }
 
 // ValidateItem reports the first problem of item i, or nil. Its Reason says how the writer answers:

@@ -2,44 +2,51 @@ package dsf_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/promtest"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
-// Series every test queries, on a one-minute grid ending at `at`; a range of 120s with a step of
-// 60s sees the three points:
+// Series the hub-mode tests query, on a one-minute grid ending at `at`, labelled by cluster as a
+// hub-side Prometheus (Thanos, federation) labels them; a range of 120s with a step of 60s sees
+// the three points:
 //
-//	cpu_usage{cluster, app="web"}  east 10 20 30 (mean 20, forecast 30+20 = 50), west 40 50 60 (mean 50, forecast 80)
+//	cpu_usage{cluster, app="web"}  east 10 20 30 (mean 20), west 40 50 60 (mean 50)
 //	mem_free{cluster, app="db"}    east 5 5 5
+//	nan_usage{cluster="east"}      1 NaN 3
+//
+// and, as a managed cluster's own Prometheus would hold them (no cluster label), the counter DSF's
+// published sample query rates.
 func pushSeries(t *testing.T, srv *promtest.Server, at time.Time) {
 	m := time.Minute
 	srv.MustPush(t,
 		promtest.Grid(l("__name__", "cpu_usage", "cluster", "east", "app", "web"), at, m, 10, 20, 30),
 		promtest.Grid(l("__name__", "cpu_usage", "cluster", "west", "app", "web"), at, m, 40, 50, 60),
 		promtest.Grid(l("__name__", "mem_free", "cluster", "east", "app", "db"), at, m, 5, 5, 5),
+		promtest.Grid(l("__name__", "nan_usage", "cluster", "east"), at, m, 1, math.NaN(), 3),
+		promtest.Grid(l("__name__", "container_cpu_usage_seconds_total", "node", "n1", "namespace", "ns", "pod", "p1", "container", "c"), at, 15*time.Second, 0, 15, 30, 45, 60, 75, 90, 105, 120),
 	)
 }
 
-// expectScores pings the bridge with data and checks the reply is exactly want, dated at, valid
-// until validUntil (zero: none set).
-func expectScores(t *testing.T, b *bridge, data string, want contract.ScoreUpdated, at, validUntil time.Time) {
+// expectScores pings the bridge naming scorer and checks the reply is exactly want, dated at.
+func expectScores(t *testing.T, b *bridge, scorer string, want contract.ScoreUpdated, at time.Time) {
 	t.Helper()
-	status, reply := functest.Send(t, b.url, functest.Ping(data))
+	status, reply := functest.Send(t, b.url, functest.Ping(fmt.Sprintf(`{"scorer": %q}`, scorer)))
 	got, fail := functest.Reply(t, reply)
 	if status != http.StatusOK || fail != nil {
 		t.Fatalf("status %d failure %+v", status, fail)
 	}
-	vu := got.ValidUntil
 	got.ValidUntil = nil
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("scores =\n  %+v\nwant\n  %+v", *got, want)
@@ -47,19 +54,13 @@ func expectScores(t *testing.T, b *bridge, data string, want contract.ScoreUpdat
 	if !reply.Time().Equal(at) {
 		t.Errorf("event time %v, want %v", reply.Time(), at)
 	}
-	switch {
-	case validUntil.IsZero() && vu != nil:
-		t.Errorf("validUntil %v, want none", vu)
-	case !validUntil.IsZero() && (vu == nil || !vu.Equal(validUntil)):
-		t.Errorf("validUntil %v, want %v", vu, validUntil)
-	}
 }
 
-// expectFailure pings the bridge with data and checks for a score.failed with status, reason
+// expectFailure pings the bridge naming scorer and checks for a score.failed with status, reason
 // and retriable, whose message mentions quote and whose body stays under Knative's limit.
-func expectFailure(t *testing.T, b *bridge, data string, status int, reason contract.Reason, retriable bool, quote string) {
+func expectFailure(t *testing.T, b *bridge, scorer string, status int, reason contract.Reason, retriable bool, quote string) *contract.Failure {
 	t.Helper()
-	got, reply := functest.Send(t, b.url, functest.Ping(data))
+	got, reply := functest.Send(t, b.url, functest.Ping(fmt.Sprintf(`{"scorer": %q}`, scorer)))
 	_, fail := functest.Reply(t, reply)
 	if got != status || fail == nil || fail.Reason != reason || fail.Retriable != retriable || !strings.Contains(fail.Message, quote) {
 		t.Fatalf("status %d failure %+v; want %d %s retriable=%v mentioning %q", got, fail, status, reason, retriable, quote)
@@ -67,236 +68,222 @@ func expectFailure(t *testing.T, b *bridge, data string, status int, reason cont
 	if n := len(reply.Data()); n >= 700 {
 		t.Errorf("failure body is %d bytes: Knative's dispatcher needs non-2xx bodies under 768", n)
 	}
+	return fail
 }
 
-func TestBridge(t *testing.T) {
+// hubSpec is a hub-mode DynamicScorer: configSyncMode None, the query keeping the cluster label.
+func hubSpec(configHost, query, scoring, name, extra string) string {
+	return fmt.Sprintf(`  description: hub mode
+  configURL: %s/config
+  configSyncMode: None
+  location: External
+  scoreDestination: AddOnPlacementScore
+  source:
+    type: Prometheus
+    host: http://thanos.example:9090
+    path: /api/v1/query_range
+    params: {query: %q, range: 120, step: 60}
+  scoring:
+    path: %s
+    params: {name: %s, interval: 30}
+%s`, configHost, query, scoring, name, extra)
+}
+
+func TestBridgeHubMode(t *testing.T) {
 	prom := promtest.Start(t)
 	at := promtest.Aligned(time.Minute)
 	pushSeries(t, prom, at)
-	t.Run("go scorers", func(t *testing.T) { testGoScorers(t, prom.URL, at) })
-	t.Run("python scorers", func(t *testing.T) { testPythonScorers(t, prom.URL, at) })
-}
+	thanos := "http://thanos.example:9090=" + prom.URL
 
-func testGoScorers(t *testing.T, promURL string, at time.Time) {
-	tokens := t.TempDir()
-	b := serve(t, promURL, at, 2*time.Second, tokens)
-	sample := newGoScorer(t, meanOf)
-	// interval 30s: valid for 3 intervals of at least a minute (a PingSource fires once a minute at most).
-	validUntil := at.Add(3 * time.Minute)
-
-	t.Run("inline configuration, range query", func(t *testing.T) {
-		data := fmt.Sprintf(`{"source": {"type": "Prometheus", "path": "/api/v1/query_range", "params": {"query": "cpu_usage", "range": 120, "step": 60}},
-			"scoring": {"host": %q, "path": "/scoring", "params": {"name": "sample_my_score", "interval": 30}}}`, sample.URL)
-		expectScores(t, b, data, contract.ScoreUpdated{Resource: "sample-my-score", Items: []contract.ClusterScores{
-			cs("east", "sample_my_score", 20), cs("west", "sample_my_score", 50)}}, at, validUntil)
+	t.Run("DSF's sample scorer on a hub Prometheus whose series carry the cluster", func(t *testing.T) {
+		sample := dsfupstream.Scorer(t, "sample-scorer")
+		b := serve(t, scorerDoc("sample", hubSpec("http://sample-scorer.dynamic-scoring.svc:8000", "cpu_usage; mem_free", "/scoring", "sample_my_score", "  scoreDimensionFormat: ${scoreName}.${app}")),
+			bridgeOptions{endpoints: thanos + ",http://sample-scorer.dynamic-scoring.svc:8000=" + sample, at: at})
+		expectScores(t, b, "sample", contract.ScoreUpdated{Resource: "sample-my-score", Items: []contract.ClusterScores{
+			cs("east", "sample_my_score.db", 5, "sample_my_score.web", 20), cs("west", "sample_my_score.web", 50)}}, at)
 	})
 
-	t.Run("configURL, synced: the scorer's /config decides, its in-cluster Prometheus host is not used", func(t *testing.T) {
-		sample.set(func(s *goScorer) {
-			s.config = map[string]any{"name": "sample-scorer", "description": "d",
-				"source":  map[string]any{"type": "prometheus", "host": "http://kube-prometheus.monitoring.svc:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
-				"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "sample_my_score", "interval": 30}}}
+	t.Run("DSF's published sample spec unchanged: no cluster label, score.failed instead of silence", func(t *testing.T) {
+		sample := dsfupstream.Scorer(t, "sample-scorer")
+		spec, err := os.ReadFile(dsfupstream.Spec(t, "mydynamicscorer-sample.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := serve(t, string(spec), bridgeOptions{at: at,
+			endpoints: "http://<NodeIP>:30007=" + sample + ",http://kube-prometheus-kube-prome-prometheus.monitoring.svc:9090=" + prom.URL})
+		expectFailure(t, b, "sample-scorer", http.StatusBadRequest, dsf.ReasonNoCluster, false, `none of the scorer's results carries a cluster label "cluster"`)
+	})
+
+	t.Run("a mask keeps the masked cluster's data from the scorer", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		b := serve(t, scorerDoc("s", hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", ""))+`---
+apiVersion: dynamic-scoring.open-cluster-management.io/v1alpha1
+kind: DynamicScoringConfig
+metadata: {name: dynamic-scoring-config}
+spec:
+  masks: [{clusterName: west, scoreName: s_score}, {clusterName: east, scoreName: another_score}]
+`, bridgeOptions{endpoints: thanos + "," + s.URL, at: at})
+		expectScores(t, b, "s", contract.ScoreUpdated{Resource: "s-score", Items: []contract.ClusterScores{cs("east", "s_score", 20)}}, at)
+		s.set(func(s *goScorer) {
+			if len(s.received) != 1 || s.received[0]["cluster"] != "east" {
+				t.Errorf("the scorer received %v: want east's series alone", s.received)
+			}
 		})
-		expectScores(t, b, fmt.Sprintf(`{"configURL": "%s/config", "configSyncMode": "Full"}`, sample.URL), contract.ScoreUpdated{Resource: "sample-my-score", Items: []contract.ClusterScores{
-			cs("east", "sample_my_score", 20), cs("west", "sample_my_score", 50)}}, at, validUntil)
 	})
 
-	t.Run("several queries joined by ; are concatenated", func(t *testing.T) {
-		data := fmt.Sprintf(`{"source": {"type": "Prometheus", "params": {"query": "cpu_usage; mem_free", "range": 120, "step": 60}},
-			"scoring": {"host": %q, "path": "/scoring", "params": {"name": "mix"}}, "scoreDimensionFormat": "${app}", "resource": "usage"}`, sample.URL)
-		expectScores(t, b, data, contract.ScoreUpdated{Resource: "usage", Items: []contract.ClusterScores{
-			cs("east", "db", 5, "web", 20), cs("west", "web", 50)}}, at, time.Time{})
+	t.Run("a NaN makes DSF's sample scorer fail for good: retried a bounded number of times", func(t *testing.T) {
+		sample := dsfupstream.Scorer(t, "sample-scorer")
+		b := serve(t, scorerDoc("nan", hubSpec("http://sample-scorer.dynamic-scoring.svc:8000", "nan_usage", "/scoring", "nan_score", "")),
+			bridgeOptions{endpoints: thanos + ",http://sample-scorer.dynamic-scoring.svc:8000=" + sample, at: at, maxRetries: 2})
+		for range 2 {
+			expectFailure(t, b, "nan", http.StatusServiceUnavailable, dsf.ReasonScorerUnavailable, true, "answered 500")
+		}
+		expectFailure(t, b, "nan", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "3 retriable failures in a row: not retried")
+		expectFailure(t, b, "nan", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "4 retriable failures in a row")
 	})
 
-	t.Run("token-protected scorer (the LLM forecast scorer's stand-in)", func(t *testing.T) {
+	t.Run("one success resets the count; error answers are not echoed", func(t *testing.T) {
+		s := newGoScorer(t, status(500))
+		b := serve(t, scorerDoc("s", hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", "")), bridgeOptions{endpoints: thanos + "," + s.URL, at: at, maxRetries: 1})
+		f := expectFailure(t, b, "s", http.StatusServiceUnavailable, dsf.ReasonScorerUnavailable, true, "answered 500")
+		expectFailure(t, b, "s", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "not retried")
+		s.set(func(s *goScorer) { s.score = meanOf })
+		expectScores(t, b, "s", contract.ScoreUpdated{Resource: "s-score", Items: []contract.ClusterScores{cs("east", "s_score", 20), cs("west", "s_score", 50)}}, at)
+		s.set(func(s *goScorer) { s.score = status(503) })
+		expectFailure(t, b, "s", http.StatusServiceUnavailable, dsf.ReasonScorerUnavailable, true, "answered 503")
+		if strings.Contains(f.Message, "SECRET-DETAIL") || strings.Contains(b.log.String(), "SECRET-DETAIL") {
+			t.Errorf("the scorer's error answer is echoed: %s", f.Message)
+		}
+	})
+
+	t.Run("/healthz only with configSyncMode None, as DSF's controller", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		s.health = http.StatusServiceUnavailable
+		s.config = map[string]any{"name": "s", "description": "d",
+			"source":  map[string]any{"type": "Prometheus", "host": "http://thanos.example:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
+			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "s_score", "interval": 30}}}
+		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL)
+		b := serve(t, scorerDoc("full", full)+scorerDoc("none", hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", "")), bridgeOptions{endpoints: thanos + "," + s.URL, at: at})
+		expectScores(t, b, "full", contract.ScoreUpdated{Resource: "s-score", Items: []contract.ClusterScores{cs("east", "s_score", 20), cs("west", "s_score", 50)}}, at)
+		if h, n := s.counts(); h != 0 || n != 1 {
+			t.Errorf("Full: /healthz asked %d times, scoring %d; want 0 and 1", h, n)
+		}
+		expectFailure(t, b, "none", http.StatusServiceUnavailable, dsf.ReasonScorerUnavailable, true, "/healthz answered 503: the scorer is Inactive")
+		if h, n := s.counts(); h != 1 || n != 1 {
+			t.Errorf("None: /healthz asked %d times, scoring %d; want 1 and still 1 (an Inactive scorer is not called)", h, n)
+		}
+		if m := b.metrics(t); !strings.Contains(m, `scoreflow_dsf_scorer_healthy{scorer="none"} 0`) || !strings.Contains(m, `scoreflow_dsf_scorer_healthy{scorer="full"} 1`) {
+			t.Errorf("/metrics does not show Active and Inactive:\n%s", grep(m, "healthy"))
+		}
+	})
+
+	t.Run("hosts the deployment did not list are never contacted, redirects never followed", func(t *testing.T) {
+		tr := newTrap(t)
+		s := newGoScorer(t, meanOf)
+		s.config = map[string]any{"name": "s", "description": "d",
+			"source":  map[string]any{"type": "Prometheus", "host": tr.URL, "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
+			"scoring": map[string]any{"host": tr.URL, "path": "/scoring", "params": map[string]any{"name": "s_score", "interval": 30}}}
+		redirect := python(t, "redirect", "--to", tr.URL)
+		tokens := t.TempDir()
+		writeFile(t, tokens, "api-auth-secret/token", "redirect-token")
+		b := serve(t, scorerDoc("lists-elsewhere", fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL))+
+			scorerDoc("not-listed", hubSpec(tr.URL, "cpu_usage", "/scoring", "s_score", ""))+
+			scorerDoc("redirects", hubSpec(redirect, "cpu_usage", "/scoring", "r_score", "    auth: {tokenSecretRef: {name: api-auth-secret, key: token}}")),
+			bridgeOptions{endpoints: thanos + "," + s.URL + "," + redirect, at: at, tokenDir: tokens})
+		expectFailure(t, b, "lists-elsewhere", http.StatusBadRequest, contract.ReasonBadConfig, false, "is not one of the deployment's endpoints")
+		expectFailure(t, b, "not-listed", http.StatusBadRequest, contract.ReasonBadConfig, false, "is not one of the deployment's endpoints")
+		expectFailure(t, b, "redirects", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "answered 302, a redirect: not followed")
+		if n := tr.conns.Load(); n != 0 {
+			t.Errorf("a host nobody listed got %d connections", n)
+		}
+	})
+
+	t.Run("tokens come from mounted Secrets, re-read on every request, never logged", func(t *testing.T) {
 		want := "s3cr3t-one"
-		llm := newGoScorer(t, nil)
-		llm.score = func(w http.ResponseWriter, req scoringRequest) {
-			if llm.lastAuth != "Bearer "+want {
+		s := newGoScorer(t, nil)
+		s.score = func(w http.ResponseWriter, req scoringRequest) {
+			if s.lastAuth != "Bearer "+want {
 				http.Error(w, `{"detail":"bad token"}`, http.StatusUnauthorized)
 				return
 			}
 			meanOf(w, req)
 		}
+		tokens := t.TempDir()
 		file := writeFile(t, tokens, "api-auth-secret/token", "s3cr3t-one\n")
-		data := fmt.Sprintf(`{"source": {"type": "Prometheus", "params": {"query": "cpu_usage", "range": 120, "step": 60}},
-			"scoring": {"host": %q, "path": "/scoring", "params": {"name": "llm_forecast_score", "interval": 60},
-			            "auth": {"tokenSecretRef": {"name": "api-auth-secret", "key": "token"}}}}`, llm.URL)
+		auth := "    auth: {tokenSecretRef: {name: api-auth-secret, key: token}}"
+		b := serve(t, scorerDoc("llm", hubSpec(s.URL, "cpu_usage", "/scoring", "llm_forecast_score", auth))+
+			scorerDoc("unmounted", hubSpec(s.URL, "cpu_usage", "/scoring", "llm_forecast_score", strings.Replace(auth, "api-auth-secret", "not-mounted", 1))),
+			bridgeOptions{endpoints: thanos + "," + s.URL, at: at, tokenDir: tokens})
 		ok := contract.ScoreUpdated{Resource: "llm-forecast-score", Items: []contract.ClusterScores{cs("east", "llm_forecast_score", 20), cs("west", "llm_forecast_score", 50)}}
-		expectScores(t, b, data, ok, at, validUntil)
-
-		// The Secret rotates: the file is read again on the next request.
-		llm.set(func(*goScorer) { want = "s3cr3t-two" })
-		expectFailure(t, b, data, http.StatusBadRequest, dsf.ReasonScorerFailed, false, "answered 401")
+		expectScores(t, b, "llm", ok, at)
+		s.set(func(*goScorer) { want = "s3cr3t-two" })
+		expectFailure(t, b, "llm", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "answered 401")
 		if err := os.WriteFile(file, []byte("s3cr3t-two"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		expectScores(t, b, data, ok, at, validUntil)
-
-		expectFailure(t, b, strings.Replace(data, `"name": "api-auth-secret"`, `"name": "not-mounted"`, 1), http.StatusBadRequest, contract.ReasonBadConfig, false, "is the Secret mounted?")
+		expectScores(t, b, "llm", ok, at)
+		expectFailure(t, b, "unmounted", http.StatusBadRequest, contract.ReasonBadConfig, false, "is the Secret mounted?")
 		if strings.Contains(b.log.String(), "s3cr3t") {
 			t.Errorf("a token is in the log:\n%s", b.log.String())
 		}
 	})
 
-	t.Run("static scorer, source type None: no data, values rounded and clamped", func(t *testing.T) {
-		static := newGoScorer(t, func(w http.ResponseWriter, req scoringRequest) {
-			if len(req.Data) != 0 {
-				http.Error(w, `{"detail":"source type none: want no data"}`, http.StatusBadRequest)
-				return
+	t.Run("a resource the deployment does not own is refused before any query", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		// A scorer's /config decides the score's name, hence its resource, with configSyncMode Full.
+		s.config = map[string]any{"name": "s", "description": "d",
+			"source":  map[string]any{"type": "Prometheus", "host": "http://thanos.example:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
+			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "someone_elses_score", "interval": 30}}}
+		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL)
+		owns := func(r string) error {
+			if r != "s-score" {
+				return scorer.BadConfig("resource %q is not one this scorer may score", r)
 			}
-			results(w,
-				map[string]any{"metric": l("cluster", "worker01", "app", "app01", "device", "gpu0"), "score": 150.0},
-				map[string]any{"metric": l("cluster", "worker02", "app", "app01", "device", "gpu0"), "score": 42.5},
-				map[string]any{"metric": l("cluster", "worker02", "app", "app02", "device", "cpu"), "score": -7.4})
-		})
-		data := fmt.Sprintf(`{"source": {"type": "None"}, "scoring": {"host": %q, "path": "/performance/scoring", "params": {"name": "example_performance_score"}},
-			"scoreDimensionFormat": "${app};${device}"}`, static.URL)
-		expectScores(t, b, data, contract.ScoreUpdated{Resource: "example-performance-score", Items: []contract.ClusterScores{
-			cs("worker01", "app01;gpu0", 100), cs("worker02", "app01;gpu0", 43, "app02;cpu", -7)}}, at, time.Time{})
-		if m := b.metrics(t); !strings.Contains(m, `scoreflow_dsf_scores_clamped_total{scorer="example_performance_score"} 1`) {
-			t.Errorf("/metrics does not count the clamped value:\n%s", grep(m, "scoreflow_dsf"))
+			return nil
+		}
+		b := serve(t, scorerDoc("full", full), bridgeOptions{endpoints: thanos + "," + s.URL, at: at, owns: owns})
+		expectFailure(t, b, "full", http.StatusBadRequest, contract.ReasonBadConfig, false, `resource "someone-elses-score" is not one this scorer may score`)
+		if _, n := s.counts(); n != 0 {
+			t.Errorf("the scorer was called %d times", n)
 		}
 	})
 
-	t.Run("failures: never an old or zero value", func(t *testing.T) {
-		tests := []struct {
-			name      string
-			score     func(http.ResponseWriter, scoringRequest)
-			health    int
-			query     string
-			status    int
-			reason    contract.Reason
-			retriable bool
-			quote     string
-			scored    int // scoring requests the scorer should have seen
-		}{
-			{name: "5xx", score: status(500), status: 503, reason: dsf.ReasonScorerUnavailable, retriable: true, quote: "answered 500", scored: 1},
-			{name: "429", score: status(429), status: 503, reason: dsf.ReasonScorerUnavailable, retriable: true, quote: "answered 429", scored: 1},
-			{name: "4xx", score: status(422), status: 400, reason: dsf.ReasonScorerFailed, quote: "answered 422", scored: 1},
-			{name: "timeout", score: func(w http.ResponseWriter, r scoringRequest) { time.Sleep(3 * time.Second); meanOf(w, r) }, status: 503, reason: dsf.ReasonScorerUnavailable, retriable: true, quote: "Timeout", scored: 1},
-			{name: "/healthz not 200: Inactive, not called", score: meanOf, health: 503, status: 503, reason: dsf.ReasonScorerUnavailable, retriable: true, quote: "/healthz answered 503"},
-			{name: "answer without results", score: raw(`{"scores": []}`), status: 400, reason: dsf.ReasonScorerFailed, quote: "has no results", scored: 1},
-			{name: "score not a number", score: raw(`{"results": [{"metric": {"cluster": "east"}, "score": "high"}]}`), status: 400, reason: dsf.ReasonScorerFailed, quote: "not {\"results\"", scored: 1},
-			{name: "two results, one score name", score: raw(`{"results": [{"metric": {"cluster": "east", "node": "n1", "pod": "a"}, "score": 1}, {"metric": {"cluster": "east", "node": "n2", "pod": "a"}, "score": 2}]}`), status: 400, reason: contract.ReasonBadConfig, quote: "tell them apart", scored: 1},
-			{name: "bad query: Prometheus refuses, scorer not called", score: meanOf, query: "sum(cpu_usage", status: 400, reason: contract.ReasonBadQuery, quote: "parse error"},
-		}
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				s := newGoScorer(t, tt.score)
-				s.health = tt.health
-				query := "cpu_usage"
-				if tt.query != "" {
-					query = tt.query
-				}
-				data := fmt.Sprintf(`{"source": {"type": "Prometheus", "params": {"query": %q, "range": 120, "step": 60}},
-					"scoring": {"host": %q, "path": "/scoring", "params": {"name": "failing"}}, "scoreDimensionFormat": "${pod}"}`, query, s.URL)
-				expectFailure(t, b, data, tt.status, tt.reason, tt.retriable, tt.quote)
-				if n := s.count(); n != tt.scored {
-					t.Errorf("scoring requests: %d, want %d", n, tt.scored)
-				}
-				if m := b.metrics(t); tt.health != 0 && !strings.Contains(m, `scoreflow_dsf_scorer_healthy{scorer="failing"} 0`) {
-					t.Errorf("/metrics does not show the Inactive scorer:\n%s", grep(m, "scoreflow_dsf"))
-				}
-			})
-		}
-		gone := newGoScorer(t, meanOf)
-		gone.Close()
-		expectFailure(t, b, fmt.Sprintf(`{"configURL": "%s/config"}`, gone.URL), http.StatusServiceUnavailable, dsf.ReasonScorerUnavailable, true, "connection refused")
-	})
-
-	t.Run("no results: no event, not zeros", func(t *testing.T) {
-		empty := newGoScorer(t, raw(`{"results": []}`))
-		status, reply := functest.Send(t, b.url, functest.Ping(fmt.Sprintf(`{"source": {"type": "None"}, "scoring": {"host": %q, "path": "/scoring", "params": {"name": "n"}}}`, empty.URL)))
-		if status != http.StatusAccepted || reply != nil {
-			t.Errorf("status %d reply %v, want 202 and none", status, reply)
+	t.Run("the scorers file is read again when it changes; a scorer gone is forgotten", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		b := serve(t, scorerDoc("first", hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", "")), bridgeOptions{endpoints: thanos + "," + s.URL, at: at})
+		expectScores(t, b, "first", contract.ScoreUpdated{Resource: "s-score", Items: []contract.ClusterScores{cs("east", "s_score", 20), cs("west", "s_score", 50)}}, at)
+		writeFile(t, b.scorers[:strings.LastIndex(b.scorers, "/")], "scorers.yaml", scorerDoc("second", hubSpec(s.URL, "mem_free", "/scoring", "m_score", "")))
+		expectScores(t, b, "second", contract.ScoreUpdated{Resource: "m-score", Items: []contract.ClusterScores{cs("east", "m_score", 5)}}, at)
+		expectFailure(t, b, "first", http.StatusBadRequest, contract.ReasonBadConfig, false, `no DynamicScorer "first" in the bridge's scorers file (it has second)`)
+		if m := b.metrics(t); strings.Contains(m, `scorer="first"`) {
+			t.Errorf("/metrics keeps a scorer no longer configured:\n%s", grep(m, "first"))
 		}
 	})
 }
 
-func testPythonScorers(t *testing.T, promURL string, at time.Time) {
+// TestBridgeLLMForecastWithinDSFTimeout: DSF's LLM forecast scorer, unmodified, asks its model once
+// per series in turn; with a model answering in 1s and 12 series it answers in about 12s, within
+// DSF's 30s (the bridge's default), where a 10s timeout failed every ping.
+func TestBridgeLLMForecastWithinDSFTimeout(t *testing.T) {
+	prom := promtest.Start(t)
+	at := promtest.Aligned(time.Minute)
+	var series []promtest.Series
+	var want []contract.ClusterScores
+	for i := range 12 {
+		c := fmt.Sprintf("cluster%02d", i)
+		series = append(series, promtest.Grid(l("__name__", "app_cpu", "cluster", c, "app", "web"), at, time.Minute, 1, 2, float64(i)))
+		want = append(want, cs(c, "llm_forecast_score", i+1))
+	}
+	prom.MustPush(t, series...)
+	model := newCompletions(t, time.Second)
+	llm := dsfupstream.Scorer(t, "llm-forecast-scorer", "INFERENCE_ENDPOINT="+model.URL, "MODEL_NAME=stand-in")
 	tokens := t.TempDir()
-	b := serve(t, promURL, at, time.Second, tokens)
-	validUntil := at.Add(3 * time.Minute)
-
-	t.Run("sample scorer through its /config", func(t *testing.T) {
-		py := python(t, "sample")
-		expectScores(t, b, fmt.Sprintf(`{"configURL": "%s/config"}`, py), contract.ScoreUpdated{Resource: "sample-my-score", Items: []contract.ClusterScores{
-			cs("east", "sample_my_score", 20), cs("west", "sample_my_score", 50)}}, at, validUntil)
-	})
-
-	t.Run("several queries", func(t *testing.T) {
-		py := python(t, "sample", "--query", "cpu_usage;mem_free")
-		expectScores(t, b, fmt.Sprintf(`{"configURL": "%s/config", "scoreDimensionFormat": "${scoreName}.${app}"}`, py), contract.ScoreUpdated{Resource: "sample-my-score", Items: []contract.ClusterScores{
-			cs("east", "sample_my_score.db", 5, "sample_my_score.web", 20), cs("west", "sample_my_score.web", 50)}}, at, validUntil)
-	})
-
-	t.Run("LLM forecast stand-in behind a token", func(t *testing.T) {
-		scorerToken := filepath.Join(t.TempDir(), "expected")
-		if err := os.WriteFile(scorerToken, []byte("dummy-token-1234"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		py := python(t, "llm", "--token-file", scorerToken)
-		ours := writeFile(t, tokens, "api-auth-secret/token", "dummy-token-1234")
-		// As a DynamicScorer: /config decides source and scoring, the spec adds the token.
-		data := fmt.Sprintf(`{"configURL": "%s/config", "configSyncMode": "Full", "location": "External",
-			"scoring": {"auth": {"tokenSecretRef": {"name": "api-auth-secret", "key": "token"}}}}`, py)
-		ok := contract.ScoreUpdated{Resource: "llm-forecast-score", Items: []contract.ClusterScores{cs("east", "llm_forecast_score", 50), cs("west", "llm_forecast_score", 80)}}
-		expectScores(t, b, data, ok, at, validUntil)
-		if err := os.WriteFile(ours, []byte("wrong"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		expectFailure(t, b, data, http.StatusBadRequest, dsf.ReasonScorerFailed, false, "answered 401")
-	})
-
-	t.Run("static performance and power scorer, source none", func(t *testing.T) {
-		py := python(t, "static")
-		expectScores(t, b, fmt.Sprintf(`{"configURL": "%s/performance/config", "scoreDimensionFormat": "${app};${device}"}`, py), contract.ScoreUpdated{Resource: "example-performance-score", Items: []contract.ClusterScores{
-			cs("worker01", "app01;gpu0", 100), cs("worker02", "app01;gpu0", 43, "app02;cpu", -7)}}, at, validUntil)
-		expectScores(t, b, fmt.Sprintf(`{"configURL": "%s/powerconsumption/config", "scoreDimensionFormat": "${app};${device}"}`, py), contract.ScoreUpdated{Resource: "example-powerconsumption-score", Items: []contract.ClusterScores{
-			cs("worker01", "app01;gpu0", -100), cs("worker02", "app01;gpu0", 80)}}, at, validUntil)
-	})
-
-	for _, tt := range []struct {
-		kind      string
-		status    int
-		reason    contract.Reason
-		retriable bool
-		quote     string
-	}{
-		{"broken", 503, dsf.ReasonScorerUnavailable, true, "answered 500"},
-		{"refusing", 400, dsf.ReasonScorerFailed, false, "answered 422"},
-		{"slow", 503, dsf.ReasonScorerUnavailable, true, "Timeout"},
-		{"unhealthy", 503, dsf.ReasonScorerUnavailable, true, "/healthz answered 503"},
-	} {
-		t.Run(tt.kind, func(t *testing.T) {
-			py := python(t, tt.kind, "--sleep", "3")
-			expectFailure(t, b, fmt.Sprintf(`{"configURL": "%s/config"}`, py), tt.status, tt.reason, tt.retriable, tt.quote)
-		})
+	writeFile(t, tokens, "api-auth-secret/token", "dummy-token-1234")
+	b := serve(t, scorerDoc("llm", hubSpec("http://llm.example:8000", "app_cpu", "/scoring", "llm_forecast_score", "    auth: {tokenSecretRef: {name: api-auth-secret, key: token}}")),
+		bridgeOptions{endpoints: "http://thanos.example:9090=" + prom.URL + ",http://llm.example:8000=" + llm, at: at, tokenDir: tokens})
+	began := time.Now()
+	expectScores(t, b, "llm", contract.ScoreUpdated{Resource: "llm-forecast-score", Items: want}, at)
+	if took := time.Since(began); took < 12*time.Second || model.calls.Load() != 12 {
+		t.Errorf("answered in %v with %d model calls: want 12 calls of 1s", took, model.calls.Load())
 	}
-}
-
-// status answers a scoring request with code.
-func status(code int) func(http.ResponseWriter, scoringRequest) {
-	return func(w http.ResponseWriter, _ scoringRequest) {
-		http.Error(w, `{"detail":"no"}`, code)
-	}
-}
-
-// raw answers a scoring request with body.
-func raw(body string) func(http.ResponseWriter, scoringRequest) {
-	return func(w http.ResponseWriter, _ scoringRequest) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(body))
-	}
-}
-
-func grep(s, sub string) string {
-	var out []string
-	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, sub) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
 
@@ -17,27 +19,22 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
-// Reasons of the score.failed events the bridge sends besides BadConfig, BadQuery and
-// MetricsUnavailable.
+// Reasons of DSF scorer failures, besides BadConfig, BadQuery and MetricsUnavailable.
 const (
-	// ReasonScorerUnavailable: the scorer did not answer in time, answered 5xx, 408 or 429, or its
-	// /healthz did not answer 200. Retriable: the broker redelivers the ping.
+	// ReasonScorerUnavailable: the scorer did not answer in time, answered 5xx, 408 or 429, or is
+	// Inactive (/healthz not 200, or /config not answered). Retriable.
 	ReasonScorerUnavailable contract.Reason = "ScorerUnavailable"
-	// ReasonScorerFailed: the scorer refused the request (another 4xx: a wrong token, a bad path)
-	// or answered what the documented API does not allow. Retrying will not help.
+	// ReasonScorerFailed: the scorer refused the request (another 4xx: a wrong token, a bad path),
+	// redirected it, or answered what DSF's API does not allow. Retrying will not help; so does a
+	// retriable failure that repeats past the bridge's bound.
 	ReasonScorerFailed contract.Reason = "ScorerFailed"
+	// ReasonNoCluster: hub mode, and no result carries a cluster label: the spec's query was
+	// written for DSF's agent on one managed cluster (or the scorer drops labels).
+	ReasonNoCluster contract.Reason = "NoClusterLabel"
 )
 
 // MaxResponseBytes bounds what is read from a scorer.
 const MaxResponseBytes = 8 << 20
-
-// RemoteConfig is a scorer's GET /config.
-type RemoteConfig struct {
-	Name        string  `json:"name"`
-	Description string  `json:"description"`
-	Source      Source  `json:"source"`
-	Scoring     Scoring `json:"scoring"`
-}
 
 // Result is one entry of a scorer's answer. Score is a pointer so that a missing score is told
 // from a zero one: a missing score is never written as 0.
@@ -56,30 +53,40 @@ type scoringResponse struct {
 	Results *[]Result `json:"results"`
 }
 
-// client talks to scorers over HTTP. Each call is bounded by the http.Client's timeout.
+// client talks to scorers over HTTP. Each request is bounded by the http.Client's timeout;
+// redirects are not followed, so a token never goes to a host the deployment did not list.
 type client struct {
 	http *http.Client
 }
 
-// healthy asks the scorer's /healthz, as DSF's controller does: 200 is Active, anything else,
-// or no answer, is Inactive.
+func newClient(rt http.RoundTripper, timeout time.Duration) client {
+	return client{http: &http.Client{
+		Transport:     rt,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// healthy asks the scorer's /healthz, as DSF's controller does with configSyncMode None: 200 is
+// Active, anything else, or no answer, is Inactive.
 func (c *client) healthy(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return scorer.BadConfig("%v", err)
+		return scorer.BadConfig("/healthz: %v", err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return unavailable("%s: %v", url, err)
+		return unavailable("GET %s: %s: the scorer is Inactive", url, netError(err))
 	}
 	defer drain(resp)
 	if resp.StatusCode != http.StatusOK {
-		return unavailable("%s answered %d: the scorer is Inactive", url, resp.StatusCode)
+		return unavailable("GET %s answered %d: the scorer is Inactive", url, resp.StatusCode)
 	}
 	return nil
 }
 
-// config reads the scorer's /config.
+// config reads the scorer's /config, as DSF's controller does with configSyncMode Full: an
+// answer that does not decode makes the scorer Inactive.
 func (c *client) config(ctx context.Context, url string) (*RemoteConfig, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -92,7 +99,7 @@ func (c *client) config(ctx context.Context, url string) (*RemoteConfig, error) 
 	}
 	var rc RemoteConfig
 	if err := json.Unmarshal(body, &rc); err != nil {
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: not a DSF config: %v", url, err))
+		return nil, unavailable("GET %s: not a DSF /config answer (%s): the scorer is Inactive", url, jsonError(err))
 	}
 	return &rc, nil
 }
@@ -117,16 +124,17 @@ func (c *client) score(ctx context.Context, url, tokenFile string, data model.Ma
 	}
 	var sr scoringResponse
 	if err := json.Unmarshal(body, &sr); err != nil {
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: the answer is not {\"results\": [...]}: %v", url, err))
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("POST %s: the answer is not {\"results\": [...]} (%s)", url, jsonError(err)))
 	}
 	if sr.Results == nil {
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: the answer has no results", url))
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("POST %s: the answer has no results", url))
 	}
 	return *sr.Results, nil
 }
 
 // do sends req with the token read from tokenFile (if any) and returns the 2xx body; any other
-// answer is an error with a reason.
+// answer is an error with a reason that names the status and never the body: a scorer's error
+// answer (a traceback, an echo of the request) is for its own logs.
 func (c *client) do(req *http.Request, tokenFile string) ([]byte, error) {
 	if tokenFile != "" {
 		token, err := readToken(tokenFile)
@@ -135,28 +143,29 @@ func (c *client) do(req *http.Request, tokenFile string) ([]byte, error) {
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	url := req.URL.Redacted()
+	what := req.Method + " " + req.URL.Redacted()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// http.Client errors name the URL, never a header: the token stays out.
-		return nil, unavailable("%s %s: %v", req.Method, url, errors.Unwrap(err))
+		return nil, unavailable("%s: %s", what, netError(err))
 	}
 	defer drain(resp)
+	switch s := resp.StatusCode; {
+	case s >= 200 && s < 300:
+	case s >= 500 || s == http.StatusTooManyRequests || s == http.StatusRequestTimeout:
+		return nil, unavailable("%s answered %d", what, s)
+	case s >= 300 && s < 400:
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s answered %d, a redirect: not followed (list the target in ENDPOINTS and name it in the spec)", what, s))
+	default:
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s answered %d", what, s))
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	switch {
 	case err != nil:
-		return nil, unavailable("%s %s: reading the answer: %v", req.Method, url, err)
+		return nil, unavailable("%s: reading the answer: %s", what, netError(err))
 	case len(body) > MaxResponseBytes:
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s %s: the answer is over %d bytes", req.Method, url, MaxResponseBytes))
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: the answer is over %d bytes", what, MaxResponseBytes))
 	}
-	switch s := resp.StatusCode; {
-	case s >= 200 && s < 300:
-		return body, nil
-	case s >= 500 || s == http.StatusTooManyRequests || s == http.StatusRequestTimeout:
-		return nil, unavailable("%s %s answered %d: %s", req.Method, url, s, brief(body))
-	default:
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s %s answered %d: %s", req.Method, url, s, brief(body)))
-	}
+	return body, nil
 }
 
 // readToken reads a mounted Secret's file on every request, so a rotated Secret applies at once.
@@ -164,13 +173,43 @@ func (c *client) do(req *http.Request, tokenFile string) ([]byte, error) {
 func readToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", scorer.BadConfig("token file: %v (is the Secret mounted?)", err)
+		return "", scorer.BadConfig("token file %s: %v (is the Secret mounted?)", path, errors.Unwrap(err))
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
 		return "", scorer.BadConfig("token file %s is empty", path)
 	}
 	return token, nil
+}
+
+// netError words a transport error without its URL (the caller names it once) and without
+// anything the peer sent.
+func netError(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out (Timeout)"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Op + ": " + oe.Err.Error()
+	}
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return "no answer"
+}
+
+// jsonError keeps a decoding error's kind and offset, not the text it quotes.
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("%s is a JSON %s, not a %s", te.Field, te.Value, te.Type)
+	}
+	return "invalid JSON"
 }
 
 func unavailable(format string, args ...any) error {
@@ -180,13 +219,4 @@ func unavailable(format string, args ...any) error {
 func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-}
-
-// brief keeps an answer's body short and on one line: it ends up in a CloudEvent and a log line.
-func brief(body []byte) string {
-	s := strings.Join(strings.Fields(string(body)), " ")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }

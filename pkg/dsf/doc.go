@@ -1,43 +1,56 @@
-// Package dsf bridges scorers of the OCM Dynamic Scoring Framework (DSF) into scoreflow: a
-// scorer that serves DSF's REST API (/healthz, /config, POST /scoring) scores clusters through one
-// PingSource whose data is its DynamicScorer's spec, with no change to the scorer.
+// Package dsf runs scorers of the OCM Dynamic Scoring Framework (DSF) from their DynamicScorer
+// specs as DSF users write them, with DSF's semantics, in one of two places.
 //
-// On each ping the bridge does what DSF's agent does on each tick, once for the whole fleet:
+// Agent mode (Agent) is DSF's agent on one managed cluster, distributed by OCM as an addon
+// (addon/dsf): it watches the hub's DynamicScorers and the DynamicScoringConfig
+// dynamic-scoring-config in one namespace with the agent's hub identity, and runs each scorer on
+// its scoring.params.interval against that cluster's own Prometheus, sending the cluster's scores
+// to the hub's agent gateway. This is how DSF's published specs work unchanged: their queries
+// carry no cluster label because each agent asks its own cluster's Prometheus.
 //
-//  1. with a configURL and configSyncMode Full (the default with a configURL), GET /config: its
-//     source and scoring replace the PingSource's (auth stays the PingSource's, as it stays in
-//     the DynamicScorer);
-//  2. GET <scheme://host of configURL, else of scoring.host>/healthz, as DSF's controller probes
-//     it: anything but 200 means Inactive, and the ping fails (retriable) without scoring;
-//  3. for source type Prometheus, a query_range per query (queries are joined by ";") over
+// Hub mode (Bridge) answers PingSource events that name one DynamicScorer of a mounted file
+// ({"scorer": NAME}), run against a hub-side Prometheus or Thanos whose series carry a cluster
+// label; results without one answer score.failed NoClusterLabel.
+//
+// One round of a scorer (Runner.Evaluate) is one tick of DSF's agent:
+//
+//  1. probe the scorer as DSF's controller does: with configSyncMode Full GET configURL (an answer
+//     that decodes is Active, and its fields are used), with None GET /healthz on configURL's host
+//     (200 is Active); an Inactive scorer is not called;
+//  2. merge /config into the spec field by field, as DSF's controller builds its summaries: a field
+//     /config sets wins, else the spec's, else (hosts) configURL's scheme and host; auth, location,
+//     destination and format are the spec's; location and scoreDestination are required, as DSF
+//     leaves out scorers without them;
+//  3. a scorer masked for the agent's cluster ({clusterName, scoreName}) stops here: its data never
+//     reaches the scorer (hub mode: the masked clusters' series are removed instead);
+//  4. for source type Prometheus, a query_range per query (queries are joined by ";") over
 //     [now-range, now], now aligned down to step, all series concatenated;
-//  4. POST {"data": <matrix>} to the scoring endpoint ({"data": []} for source type None);
-//  5. map {"results": [{"metric": {...}, "score": <float>}]} to one score.updated: the cluster is
-//     the result's cluster label (clusterLabel) or, for results without one, each of clusters;
-//     the score name is scoreDimensionFormat filled from the result's labels (${scoreName}
-//     ${cluster} ${node} ${pod} ${container} ${device} ${namespace} ${app} ${meta}; a missing
-//     label is empty, as in DSF; default ${scoreName}); the resource is scoring.params.name made
-//     an object name as DSF does (sample_my_score -> sample-my-score) unless resource is set.
+//  5. POST {"data": <matrix>} to the scoring endpoint ({"data": []} for source type None);
+//  6. map {"results": [{"metric": {...}, "score": <float>}]} to scores: the name is
+//     scoreDimensionFormat filled from the result's labels (a label missing is empty, as in DSF;
+//     default ${scoreName}); the AddOnPlacementScore is scoring.params.name made an object name
+//     exactly as DSF's agent does (sample_my_score -> sample-my-score).
 //
-// Where the bridge differs from DSF's agent, on purpose:
-//   - values are rounded (half away from zero) and clamped to [-100, 100], counted in
-//     scoreflow_dsf_scores_clamped_total; DSF truncates and leaves the hub to refuse them;
-//   - validUntil is 3 scoring intervals (at least 3 minutes, a PingSource fires once a minute at
-//     most) after the data's time; DSF sets none, so a dead scorer's scores live forever;
+// What the deployment decides, never a spec, a scorer's answer or an event: the hosts that may be
+// contacted and where they are (Endpoints: a spec's http://<NodeIP>:30007 or in-cluster
+// Prometheus name maps to a real URL; an unlisted host is never contacted), the Secrets tokens
+// come from (tokenSecretRef{name, key} reads <token dir>/<name>/<key>, a mounted Secret, on every
+// request), and in hub mode the scorers a ping may name.
+//
+// Where scoreflow differs from DSF's agent, on purpose:
+//   - values are truncated toward zero as DSF does, then clamped to [-100, 100] (counted in
+//     scoreflow_dsf_scores_clamped_total); DSF leaves out-of-range values to the hub to refuse;
+//   - validUntil is 3 intervals (at least a minute each) after the data's time; DSF sets none;
 //   - the writer merges by score name, where DSF replaces every score of the object;
-//   - a scorer that fails, times out or is Inactive yields score.failed, never an old or zero
-//     value: ScorerUnavailable (503, retriable) for no answer, 5xx, 408, 429 or /healthz not 200;
-//     ScorerFailed (400) for another 4xx or an answer the API does not allow; BadConfig (400) for
-//     a configuration that cannot work, or results that give one cluster the same score name twice
-//     (DSF keeps one of them at random); Prometheus errors as the promql-scorer reports them;
-//   - source.type is matched without regard to case (DSF's samples write "prometheus", which its
-//     agent takes for "no source");
-//   - the Prometheus queried is the bridge's --prometheus-url (a hub-side Prometheus that sees
-//     every cluster, with a cluster label) unless the PingSource's own source.host names another;
-//     a host in the scorer's /config names a Prometheus inside one managed cluster and is not used.
-//
-// Tokens: auth.tokenSecretRef{name, key} reads <--token-dir>/<name>/<key> (the bridge's Service
-// mounts each Secret there), auth.tokenFile any path; the file is read on every request, so a
-// rotated Secret applies at once, and its content is never logged. /healthz and /config are asked
-// without a token, as DSF does.
+//   - a name twice for one cluster keeps the first result (DSF: one at random); a name no
+//     AddOnPlacementScore item may have here (a leading ";" from a missing label, a "/") is left
+//     out; each is counted in scoreflow_dsf_results_dropped_total and logged with an example;
+//   - source.type is matched without regard to case (a DSF sample writes "prometheus", which
+//     DSF's agent takes for no source);
+//   - the scoring host is /config's scoring.host when set (DSF's controller takes its source.host
+//     there, a bug not copied);
+//   - a scorer's error answers are not echoed (a reply names the status only), redirects are not
+//     followed, and requests are bounded (30s, as DSF's agent; 8 MiB answers);
+//   - hub mode: a scorer failing retriably (no answer, 5xx) more than --max-retries times in a row
+//     answers 400 ScorerFailed, so the broker stops redelivering; each ping still asks it once.
 package dsf

@@ -122,7 +122,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Client, erro
 	if cfg.BearerTokenFile != "" {
 		rt = &tokenFile{path: cfg.BearerTokenFile, next: rt}
 	}
-	hc := &http.Client{Transport: rt}
+	hc := &http.Client{Transport: rt, CheckRedirect: sameOrigin}
 	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url: %w", err)
@@ -278,6 +278,19 @@ func typeName(v model.Value) string {
 		return "string"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// sameOrigin follows a redirect only within the server the client was pointed at: tokenFile adds
+// the token at the transport, where the client's own redirect handling cannot strip it, so a
+// redirect to another scheme, host or port would carry it there.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("redirect to %s://%s not followed: only the Prometheus configured is queried", req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 // tokenFile adds "Authorization: Bearer <token>" from a file read on every request: a Secret

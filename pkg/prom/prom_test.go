@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +254,39 @@ func TestBearerTokenFile(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "secret") || !strings.Contains(logs.String(), "tokenFile="+file) {
 		t.Errorf("logs leak the token or omit the file: %s", logs.String())
+	}
+}
+
+// A Prometheus that redirects to another host does not get its token forwarded there: the
+// redirect is not followed (the token is for the server the deployment named, and an answer from
+// another host is not that Prometheus' either).
+func TestTokenNotSentOnRedirectAway(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("the token went to %s", r.Host)
+		}
+		answer(200, emptyVector)(w, r)
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("the-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := prom.New(prom.Config{URL: redirecting.URL, BearerTokenFile: file, Timeout: time.Second}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Query(context.Background(), "up", time.Now()); err == nil || prom.KindOf(err) != prom.Unavailable || !strings.Contains(err.Error(), "redirect") {
+		t.Errorf("a redirect to another host: %v, want Unavailable naming the redirect", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect was followed %d times", n)
 	}
 }
 

@@ -1,21 +1,21 @@
 package scorespage
 
 import (
-	"encoding/json"
 	"sort"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+
+	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
 // observationsCondition is the status condition in which the score-writer keeps, per score name,
-// when the applied value was observed and until when it is valid (pkg/scorewriter): the page's
-// freshness comes from it. Objects other producers write have none; their age is when their
-// status last changed.
-const observationsCondition = "scoreflow.io/Observations"
+// when the applied value was observed and until when it is valid (scorewriter.Observations reads
+// it): the page's freshness comes from it. Objects other producers write have none; their age is
+// when their status last changed.
+const observationsCondition = scorewriter.ConditionObservations
 
 // Cell is one score of one cluster: a heat map cell.
 type Cell struct {
@@ -47,10 +47,7 @@ type scoreObject struct {
 
 func fromAddOnPlacementScore(o *clusterv1alpha1.AddOnPlacementScore) scoreObject {
 	so := scoreObject{cluster: o.Namespace, resource: o.Name, scores: map[string]Cell{}}
-	var ledger map[string][2]time.Time
-	if c := meta.FindStatusCondition(o.Status.Conditions, observationsCondition); c != nil {
-		_ = json.Unmarshal([]byte(c.Message), &ledger) // unreadable: fall back to the object's times
-	}
+	ledger, _ := scorewriter.Observations(o) // unreadable: fall back to the object's times
 	changed := statusChanged(o)
 	var objValid *time.Time
 	if o.Status.ValidUntil != nil {
@@ -63,11 +60,11 @@ func fromAddOnPlacementScore(o *clusterv1alpha1.AddOnPlacementScore) scoreObject
 			c.Observed = &changed
 		}
 		if e, ok := ledger[s.Name]; ok {
-			obs := e[0]
+			obs := e.Observed
 			c.Observed, c.fromLedger = &obs, true
 			c.ValidUntil = nil // the zero time means never
-			if !e[1].IsZero() {
-				vu := e[1]
+			if !e.ValidUntil.IsZero() {
+				vu := e.ValidUntil
 				c.ValidUntil = &vu
 			}
 		}

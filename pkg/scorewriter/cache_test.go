@@ -26,7 +26,7 @@ func hubObject(t testing.TB, cluster, resource string, i int) []byte {
 	now := time.Now()
 	u := NewUpdate(Key{cluster, resource}, []contract.Score{{Name: "a", Value: float64(i % 100)}, {Name: "b", Value: float64(i % 50)}},
 		now, now.Add(30*time.Minute), "test/fleet/"+resource)
-	p := makePlan(nil, []*Update{u}, now)
+	p := makePlan(nil, nil, []*Update{u}, now)
 	fields := `{"f:status":{".":{},"f:conditions":{".":{},"k:{\"type\":\"ScoresUpdated\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{},"f:type":{}},` +
 		`"k:{\"type\":\"scoreflow.io/Observations\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:scores":{},"f:validUntil":{}}}`
 	obj := clusterv1alpha1.AddOnPlacementScore{
@@ -53,8 +53,8 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// BenchmarkKnownObjectBytes measures what the writer holds per object it knows (the cached copy,
-// the per-cluster resource names, the next expiry), for objects decoded from the hub's JSON as the
+// BenchmarkKnownObjectBytes measures what the writer holds per object it knows between writes (the
+// informer's copy, slimmed, in its indexed store), for objects decoded from the hub's JSON as the
 // client decodes them:
 //
 //	go test ./pkg/scorewriter -run '^$' -bench KnownObjectBytes -benchtime 1x
@@ -73,17 +73,21 @@ func BenchmarkKnownObjectBytes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		store := w.hub.informer.GetIndexer()
 		before := heapInUse()
-		for i, d := range data {
+		for _, d := range data {
 			var obj clusterv1alpha1.AddOnPlacementScore
 			if err := json.Unmarshal(d, &obj); err != nil {
 				b.Fatal(err)
 			}
-			w.seen(keys[i], &obj)
+			s, _ := slimScore(&obj)
+			if err := store.Add(s); err != nil {
+				b.Fatal(err)
+			}
 		}
 		after := heapInUse()
-		if w.objects.Len() != n {
-			b.Fatalf("%d objects cached, want %d", w.objects.Len(), n)
+		if len(store.ListKeys()) != n || len(w.objects) != 0 {
+			b.Fatalf("%d objects in the store, %d kept besides, want %d and 0", len(store.ListKeys()), len(w.objects), n)
 		}
 		b.ReportMetric(float64(after-before)/n, "B/object")
 		runtime.KeepAlive(w)

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
 	clusterlisters "open-cluster-management.io/api/client/cluster/listers/cluster/v1"
@@ -20,15 +21,16 @@ import (
 // ManagedClusters answers whether scores may be written for a managed cluster, from an informer's
 // cache: one watch, no request per event.
 type ManagedClusters struct {
-	lister clusterlisters.ManagedClusterLister
-	synced func() bool
+	lister   clusterlisters.ManagedClusterLister
+	synced   func() bool
+	informer cache.SharedIndexInformer
 }
 
 // WatchManagedClusters starts an informer on ManagedClusters that runs until ctx ends.
 func WatchManagedClusters(ctx context.Context, client clusterclient.Interface) *ManagedClusters {
 	factory := clusterinformers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, clusterinformers.WithTransform(slimCluster))
 	inf := factory.Cluster().V1().ManagedClusters()
-	mc := &ManagedClusters{lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	mc := &ManagedClusters{lister: inf.Lister(), synced: inf.Informer().HasSynced, informer: inf.Informer()}
 	factory.Start(ctx.Done())
 	return mc
 }
@@ -70,6 +72,19 @@ func (m *ManagedClusters) Admit(name string) *contract.FieldError {
 		return &contract.FieldError{Reason: contract.ReasonClusterNotAccepted, Message: fmt.Sprintf("ManagedCluster %q is not accepted yet: condition %s is not True", name, clusterv1.ManagedClusterConditionHubAccepted)}
 	}
 	return nil
+}
+
+// OnDelete calls f with the name of each ManagedCluster deleted from the hub, so that what is
+// kept for it can go (Writer.ForgetCluster).
+func (m *ManagedClusters) OnDelete(f func(name string)) {
+	_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if c, ok := obj.(*clusterv1.ManagedCluster); ok {
+			f(c.Name)
+		}
+	}})
 }
 
 // Ready is nil once the informer has synced: before that, every cluster would look unknown.

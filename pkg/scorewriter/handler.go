@@ -26,7 +26,11 @@ type ClusterChecker interface {
 // Handler answers io.scoreflow.score.updated events with exactly one write.done or write.failed.
 //
 // Status codes: 200 when the event was handled (even if some items failed for good: the reply says
-// which); 400 for a malformed event; 422 when every item failed for good; 503 when any item failed
+// which); 400 for a malformed event (a validUntil past contract.MaxValidity or the zero time
+// included), and, with reason Forbidden, for one whose contract.ExtResource names another
+// resource than its data (or, with RequireResourceAttribute, has none); 422 when every item
+// failed for good (an item whose validUntil has passed on arrival fails, Stale: nothing of it is
+// written, the sender's clock may be behind); 503 when any item failed
 // in a way that may pass (hub unavailable, conflicts, overload), or when the event's writes have
 // not all landed by its deadline (HandlerOptions.EventDeadline), so that the broker redelivers.
 // Work is never acknowledged before it is on the hub. Every refused item is logged with its reason
@@ -76,6 +80,9 @@ type HandlerOptions struct {
 	EventDeadline time.Duration
 	// Source is the CloudEvents source of the replies.
 	Source string
+	// RequireResourceAttribute refuses events without the contract.ExtResource attribute,
+	// where every legitimate sender stamps it and the broker's EventPolicies filter on it.
+	RequireResourceAttribute bool
 }
 
 // DefaultEventDeadline is the writer's --event-deadline: 5s below the 45s delivery timeout of the
@@ -126,7 +133,7 @@ func NewHandler(w *Writer, clusters ClusterChecker, opts HandlerOptions) *Handle
 	if opts.MaxPendingBytes <= 0 {
 		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
-	h := &Handler{writer: w, clusters: clusters, opts: opts, metrics: w.metrics, log: w.log, now: time.Now}
+	h := &Handler{writer: w, clusters: clusters, opts: opts, metrics: w.metrics, log: w.log, now: w.Now}
 	// Called under h.mu: every change of seen is.
 	h.seen = lru.NewWithEvictionFunc(0, func(_ lru.Key, v any) {
 		a := v.(*answer)
@@ -150,11 +157,18 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 		return h.reply(contract.WriteResult{Input: ref, Reason: reason, Message: contract.Truncate(err.Error(), maxEchoedMessage)}, http.StatusBadRequest)
 	}
 
-	observed := contract.ObservedTime(&e, h.now())
-	if ahead := observed.Sub(h.now()); ahead > h.opts.MaxClockSkew {
+	if fe := h.checkResource(&e, su); fe != nil {
+		return h.reply(contract.WriteResult{Input: ref, Reason: fe.Reason, Message: contract.Truncate(fe.Error(), maxEchoedMessage)}, http.StatusBadRequest)
+	}
+	now := h.now()
+	observed := contract.ObservedTime(&e, now)
+	if ahead := observed.Sub(now); ahead > h.opts.MaxClockSkew {
 		return h.reply(contract.WriteResult{Input: ref, Reason: contract.ReasonInvalidData,
 			Message: fmt.Sprintf("time: %s is %s ahead of the writer's clock (more than %s): scores cannot be observed in the future",
 				observed.UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), h.opts.MaxClockSkew)}, http.StatusBadRequest)
+	}
+	if fe := su.CheckValidUntil(observed); fe != nil {
+		return h.reply(contract.WriteResult{Input: ref, Reason: fe.Reason, Message: contract.Truncate(fe.Error(), maxEchoedMessage)}, http.StatusBadRequest)
 	}
 
 	start, ok := function.ReceivedAt(ctx)
@@ -167,6 +181,25 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 		h.start(key, a, &e, su, observed)
 	}
 	return h.await(ctx, a, first, start)
+}
+
+// checkResource checks the event's contract.ExtResource attribute against its data: the
+// broker's EventPolicies admit a sender for the resources it may score by that attribute, so an
+// event whose data names another resource is refused, as is one without it when required.
+func (h *Handler) checkResource(e *event.Event, su *contract.ScoreUpdated) *contract.FieldError {
+	v, ok := e.Extensions()[contract.ExtResource]
+	if !ok {
+		if h.opts.RequireResourceAttribute {
+			return &contract.FieldError{Field: contract.ExtResource, Reason: contract.ReasonForbidden,
+				Message: "is missing: this writer takes score.updated only with the resource it is for as that attribute"}
+		}
+		return nil
+	}
+	if s, _ := v.(string); s != su.Resource {
+		return &contract.FieldError{Field: contract.ExtResource, Reason: contract.ReasonForbidden,
+			Message: fmt.Sprintf("is %q, but the data is for resource %q", contract.Truncate(fmt.Sprint(v), maxEchoedName), su.Resource)}
+	}
+	return nil
 }
 
 // await answers the request of an event whose answer is a: once its writes are done, or with 503
@@ -455,6 +488,15 @@ func (h *Handler) prepare(e *event.Event, su *contract.ScoreUpdated, observed ti
 		validUntil = time.Time{} // zero: never
 	}
 
+	// Scores whose validity has passed on arrival are not written: the item fails, so that a sender
+	// whose clock is behind (by the TTL, for events without validUntil) hears that nothing landed.
+	var lapsed string
+	if expired(validUntil, now) {
+		lapsed = "validUntil " + validUntil.UTC().Format(time.RFC3339) + " has passed: nothing was written"
+		if behind := now.Sub(observed); su.ValidUntil == nil && !su.NeverExpires {
+			lapsed += fmt.Sprintf(" (the event's time is %s behind the writer's clock, its TTL %s: is the sender's clock behind?)", behind.Round(time.Second), h.opts.TTL)
+		}
+	}
 	res = contract.WriteResult{Input: function.Ref(e), Resource: su.Resource, Items: make([]contract.ItemResult, len(su.Items))}
 	for i, it := range su.Items {
 		item := &res.Items[i]
@@ -471,9 +513,8 @@ func (h *Handler) prepare(e *event.Event, su *contract.ScoreUpdated, observed ti
 		switch {
 		case fe != nil:
 			*item = contract.ItemResult{Cluster: cluster, Outcome: contract.OutcomeFailed, Reason: fe.Reason, Message: contract.Truncate(fe.Error(), maxEchoedMessage)}
-		case !validUntil.IsZero() && !validUntil.After(now):
-			*item = contract.ItemResult{Cluster: cluster, Outcome: contract.OutcomeSkipped, Reason: contract.ReasonStale,
-				Message: "validUntil " + validUntil.UTC().Format(time.RFC3339) + " has passed"}
+		case expired(validUntil, now):
+			*item = contract.ItemResult{Cluster: cluster, Outcome: contract.OutcomeFailed, Reason: contract.ReasonStale, Message: lapsed}
 		default:
 			updates = append(updates, &Update{Key: Key{Cluster: it.Cluster, Resource: su.Resource}, Scores: it.Scores, Observed: observed, ValidUntil: validUntil, Source: e.Source()})
 			slots = append(slots, i)

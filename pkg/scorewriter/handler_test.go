@@ -33,7 +33,7 @@ type heldHub struct {
 }
 
 func newHeldHub() *heldHub {
-	h := &heldHub{client: fake.NewSimpleClientset(), release: make(chan struct{})}
+	h := &heldHub{client: newHub(), release: make(chan struct{})}
 	h.client.PrependReactor("update", "addonplacementscores", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "status" {
 			return false, nil, nil

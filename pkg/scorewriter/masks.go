@@ -1,13 +1,9 @@
 package scorewriter
 
 import (
-	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -20,47 +16,26 @@ type Masks interface {
 	Scores(cluster, resource string) []string
 }
 
-// maskSource is the source of the writes EnforceMasks queues.
-const maskSource = "scoreflow/masks"
-
-// EnforceMasks queues a write of each object so that scores masked since it was last written
-// leave it now, not at its next update: call it with the objects of added masks. The writes
-// change nothing where no masked score is present.
-func (w *Writer) EnforceMasks(keys ...Key) error {
-	var us []*Update
-	seen := map[Key]bool{}
+// EnforceMasks has the objects of keys written now, so that scores masked since they were last
+// written leave them, not at their next update: call it with the objects of added masks. Such a
+// write changes nothing where no masked score is present. A write that fails transiently is
+// retried, with backoff, until it succeeds; one refused for good is tried again when the informer
+// next reports the object (at the latest its resync).
+func (w *Writer) EnforceMasks(keys ...Key) {
 	for _, k := range keys {
-		if !seen[k] {
-			seen[k] = true
-			us = append(us, NewUpdate(k, nil, time.Time{}, time.Time{}, maskSource))
-		}
+		w.wake(k)
 	}
-	if len(us) == 0 {
-		return nil
-	}
-	return w.Submit(us...)
 }
 
-// planMasked is makePlan with the masks applied: masked scores are taken out of the updates (an
-// update left with none is not planned) and out of the object, scores and ledger lines both, so
-// that unmasking lets the next update through whatever its time. An object not known here is
-// read first, as it may hold masked scores written before the mask. The updates' decisions say
-// Masked where a mask took scores out.
-func (w *Writer) planMasked(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnPlacementScore, us []*Update) (*clusterv1alpha1.AddOnPlacementScore, plan, error) {
-	now := w.now()
-	var masked []string
-	if w.opts.Masks != nil {
-		masked = w.opts.Masks.Scores(key.Cluster, key.Resource)
-	}
+// plan is makePlan with the masks applied: masked scores are taken out of the updates (an update
+// left with none is not planned) and out of the object, scores and ledger lines both, so that
+// unmasking lets the next update through whatever its time. The outcomes say Masked where a mask
+// took scores out.
+func (w *Writer) plan(key Key, cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, us []*Update) plan {
+	now := w.clock.Now()
+	masked := w.masked(key)
 	if len(masked) == 0 {
-		return cur, makePlan(cur, us, now), nil
-	}
-	if cur == nil {
-		obj, err := w.load(ctx, key) // nil when not on the hub: nothing to remove
-		if err != nil {
-			return nil, plan{}, err
-		}
-		cur = obj
+		return makePlan(cur, skipped, us, now)
 	}
 	isMasked := func(name string) bool { _, ok := slices.BinarySearch(masked, name); return ok }
 
@@ -84,37 +59,55 @@ func (w *Writer) planMasked(ctx context.Context, key Key, cur *clusterv1alpha1.A
 			slots = append(slots, i)
 		}
 	}
-	p := makePlan(base, kept, now)
-	decisions := make([]decision, len(us))
+	p := makePlan(base, skipped, kept, now)
+	outcomes := make([]contract.ItemResult, len(us))
 	for j, i := range slots {
-		decisions[i] = p.decisions[j]
+		outcomes[i] = p.outcomes[j]
 	}
-	p.decisions = decisions
+	p.outcomes = outcomes
 	if !p.changed && len(removed) > 0 {
-		p.changed, p.status = true, removalStatus(base, removed)
+		p.changed, p.status, p.skipped = true, removalStatus(base, removed), nil
 	}
-	// The score gauge forgets removed scores as it forgets expired ones.
-	p.expired = append(p.expired, removed...)
+	// The score gauge forgets masked scores as it forgets expired ones.
+	p.removed = append(p.removed, removed...)
 
 	note := ""
 	if len(removed) > 0 {
-		note = "; removed from the object: " + strings.Join(removed, ", ")
+		note = "; removed from the object: " + listed(removed, "scores")
 	}
-	for i, u := range us {
-		d := &p.decisions[i]
+	for i := range us {
+		r := &p.outcomes[i]
 		switch {
-		case len(u.Scores) == 0: // an EnforceMasks write
-			*d = decision{reason: contract.ReasonMasked, message: "masks applied" + note}
 		case len(dropped[i]) == 0:
-		case len(dropped[i]) == len(u.Scores):
-			*d = decision{reason: contract.ReasonMasked, message: "masked, not written: " + strings.Join(dropped[i], ", ") + note}
-		case d.written:
-			d.reason, d.message = contract.ReasonMasked, "written except the masked "+strings.Join(dropped[i], ", ")+note
+		case len(dropped[i]) == len(us[i].Scores):
+			*r = contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: contract.ReasonMasked, Message: "masked, not written: " + listed(dropped[i], "scores") + note}
+		case r.Outcome == contract.OutcomeWritten:
+			r.Reason, r.Message = contract.ReasonMasked, "written except the masked "+listed(dropped[i], "scores")+note
 		default:
-			d.message += "; masked, not written: " + strings.Join(dropped[i], ", ")
+			r.Message += "; masked, not written: " + listed(dropped[i], "scores")
 		}
 	}
-	return cur, p, nil
+	return p
+}
+
+// masked are the masked score names of key's object, sorted.
+func (w *Writer) masked(key Key) []string {
+	if w.opts.Masks == nil {
+		return nil
+	}
+	return w.opts.Masks.Scores(key.Cluster, key.Resource)
+}
+
+// holdsMasked reports whether obj holds a score that is masked.
+func (w *Writer) holdsMasked(key Key, obj *clusterv1alpha1.AddOnPlacementScore) bool {
+	masked := w.masked(key)
+	if obj == nil || len(masked) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(obj.Status.Scores, func(s clusterv1alpha1.AddOnPlacementScoreItem) bool {
+		_, ok := slices.BinarySearch(masked, s.Name)
+		return ok
+	})
 }
 
 // withoutMasked copies obj without its masked scores and their ledger lines, and lists the scores
@@ -133,15 +126,14 @@ func withoutMasked(obj *clusterv1alpha1.AddOnPlacementScore, isMasked func(strin
 		return false
 	})
 	if led, err := readLedger(out); err == nil {
-		n := len(led)
-		for name := range led {
+		n := len(led.lines)
+		for name := range led.lines {
 			if isMasked(name) {
-				delete(led, name)
+				delete(led.lines, name)
 			}
 		}
-		if len(led) != n {
-			c := meta.FindStatusCondition(out.Status.Conditions, ConditionObservations)
-			c.Message = led.encode()
+		if len(led.lines) != n {
+			out.Status.Conditions = setLedger(out.Status.Conditions, led.messages())
 		}
 	}
 	slices.Sort(removed)
@@ -149,27 +141,27 @@ func withoutMasked(obj *clusterv1alpha1.AddOnPlacementScore, isMasked func(strin
 }
 
 // removalStatus is the status of an object whose masked scores were removed and nothing else
-// changed: its validUntil is again the earliest of the remaining scores' (nil when none expires).
+// changed: its validUntil is again the earliest of the remaining scores'.
 func removalStatus(obj *clusterv1alpha1.AddOnPlacementScore, removed []string) clusterv1alpha1.AddOnPlacementScoreStatus {
-	status := obj.Status
-	if led, err := readLedger(obj); err == nil && len(led) > 0 {
-		var earliest time.Time
-		for _, e := range led {
-			if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
-				earliest = e.ValidUntil
-			}
-		}
-		status.ValidUntil = nil
-		if !earliest.IsZero() {
-			vu := metav1.NewTime(earliest)
-			status.ValidUntil = &vu
+	status := *obj.Status.DeepCopy()
+	m := newMerge(obj, nil, time.Time{})
+	status.ValidUntil = nil
+	if vu := objectValidUntil(m.lines, m.others, m.hasOthers()); !vu.IsZero() {
+		t := metav1.NewTime(vu)
+		status.ValidUntil = &t
+	}
+	setCondition(&status, reasonScoresMasked, "masked scores removed: "+listed(removed, "scores"))
+	return status
+}
+
+// setCondition sets the writer's ScoresUpdated condition.
+func setCondition(status *clusterv1alpha1.AddOnPlacementScoreStatus, reason, message string) {
+	for i, c := range status.Conditions {
+		if c.Type == ConditionUpdated {
+			status.Conditions[i].Reason, status.Conditions[i].Message = reason, message
+			return
 		}
 	}
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type:    ConditionUpdated,
-		Status:  metav1.ConditionTrue,
-		Reason:  reasonScoresMasked,
-		Message: fmt.Sprintf("masked scores removed: %s", strings.Join(removed, ", ")),
-	})
-	return status
+	status.Conditions = append(status.Conditions, metav1.Condition{Type: ConditionUpdated, Status: metav1.ConditionTrue, Reason: reason,
+		Message: message, LastTransitionTime: metav1.Now()})
 }

@@ -209,6 +209,17 @@ func (m *Metrics) observe(key Key, written bool, now time.Time, validUntil *meta
 	}
 }
 
+// follow sets the series of an object this writer exports series of to what the hub holds now:
+// the informer reports it after any write, this writer's or another's.
+func (m *Metrics) follow(key Key, validUntil *metav1.Time, scores []clusterv1alpha1.AddOnPlacementScoreItem) {
+	m.mu.Lock()
+	_, ok := m.objects[key]
+	m.mu.Unlock()
+	if ok {
+		m.observe(key, false, time.Time{}, validUntil, scores)
+	}
+}
+
 // forget deletes the series of an object the hub no longer has.
 func (m *Metrics) forget(key Key) {
 	m.mu.Lock()
@@ -229,4 +240,24 @@ func (m *Metrics) forget(key Key) {
 	m.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
 	m.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)
 	m.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
+}
+
+// forgetCluster deletes the series of every object of a cluster that is gone.
+func (m *Metrics) forgetCluster(cluster string) {
+	m.mu.Lock()
+	var keys []Key
+	for k := range m.updated {
+		if k.Cluster == cluster {
+			keys = append(keys, k)
+		}
+	}
+	for k := range m.objects {
+		if k.Cluster == cluster {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.forget(k)
+	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"open-cluster-management.io/api/client/cluster/clientset/versioned/fake"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -16,7 +15,7 @@ import (
 // validUntil; the rewrite at expiry, which only drops scores, leaves the time of the last new
 // scores alone (a silent scorer must look stale) and removes validUntil with the last score.
 func TestFreshnessSeries(t *testing.T) {
-	w := runWriter(t, fake.NewSimpleClientset(), DefaultOptions())
+	w := runWriter(t, newHub(), DefaultOptions())
 	key := Key{"c1", "r"}
 	before := time.Now()
 	validUntil := before.Add(300 * time.Millisecond)
@@ -76,7 +75,7 @@ func seriesCount(c prometheus.Collector) int {
 func TestScoreSeriesBound(t *testing.T) {
 	opts := DefaultOptions()
 	opts.MaxScoreSeries = 9 // two objects of 2 scores + updated + validUntil, not a third
-	w := runWriter(t, fake.NewSimpleClientset(), opts)
+	w := runWriter(t, newHub(), opts)
 	now := time.Now()
 	for _, c := range []string{"c1", "c2", "c3"} {
 		u := NewUpdate(Key{c, "r"}, []contract.Score{{Name: "a", Value: 1}, {Name: "b", Value: 2}}, now, now.Add(time.Hour), "test")
@@ -103,7 +102,7 @@ func TestScoreSeriesBound(t *testing.T) {
 	if got := agg["scoreflow_score_oldest_updated_timestamp_seconds"]; got < float64(now.Unix()-1) || got > float64(time.Now().Unix()+1) {
 		t.Errorf("oldest update %v, want about %v", got, now.Unix())
 	}
-	w.gone(Key{"c1", "r"})
+	w.forget(Key{"c1", "r"})
 	u := NewUpdate(Key{"c3", "r"}, []contract.Score{{Name: "a", Value: 3}, {Name: "b", Value: 4}}, now.Add(time.Second), now.Add(time.Hour), "test")
 	if err := w.Submit(u); err != nil {
 		t.Fatal(err)

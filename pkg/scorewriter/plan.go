@@ -3,6 +3,8 @@ package scorewriter
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,13 +20,6 @@ import (
 // ConditionUpdated is the status condition the writer sets on every write.
 const ConditionUpdated = "ScoresUpdated"
 
-// ConditionObservations carries the ledger: per score name, when the applied value was observed
-// and until when it is valid, as JSON in the message. It lives on the object so that ordering
-// survives writer restarts and is shared by replicas; it lives in status, not in an annotation, so
-// that the ledger and the scores change in one atomic status write (annotations cannot be written
-// through /status) - one API write per flush instead of two, and no RBAC beyond the status.
-const ConditionObservations = "scoreflow.io/Observations"
-
 // Reasons of the writer's conditions.
 const (
 	reasonObservationTimes = "ObservationTimes"
@@ -32,374 +27,521 @@ const (
 	reasonScoresMasked     = "ScoresMasked"
 )
 
-// maxLedgerBytes is the CRD's limit on a condition message.
-const maxLedgerBytes = 32768
-
-// entry is one score's line in the ledger: [observed, validUntil], compact so that a few hundred
-// score names fit in one condition message. A zero ValidUntil means the score never expires.
-type entry struct {
-	Observed   time.Time
-	ValidUntil time.Time
-}
-
-func (e entry) MarshalJSON() ([]byte, error) {
-	return json.Marshal([2]string{e.Observed.UTC().Format(time.RFC3339Nano), e.ValidUntil.UTC().Format(time.RFC3339Nano)})
-}
-
-func (e *entry) UnmarshalJSON(b []byte) error {
-	var pair [2]time.Time
-	if err := json.Unmarshal(b, &pair); err != nil {
-		return err
-	}
-	e.Observed, e.ValidUntil = pair[0], pair[1]
-	return nil
-}
-
-type ledger map[string]entry
-
-func readLedger(obj *clusterv1alpha1.AddOnPlacementScore) (ledger, error) {
-	l := ledger{}
-	if obj == nil {
-		return l, nil
-	}
-	c := meta.FindStatusCondition(obj.Status.Conditions, ConditionObservations)
-	if c == nil {
-		return l, nil
-	}
-	if err := json.Unmarshal([]byte(c.Message), &l); err != nil {
-		return ledger{}, fmt.Errorf("condition %s: %w", ConditionObservations, err)
-	}
-	return l, nil
-}
-
-func (l ledger) encode() string {
-	b, _ := json.Marshal(l) // map of times: always marshals; keys come out sorted
-	return string(b)
-}
-
-// decision is what became of one update in a plan.
-type decision struct {
-	written  bool
-	rejected bool            // refused for good (Rejected); otherwise not written means skipped
-	reason   contract.Reason // Duplicate, Stale or Rejected when not written
-	message  string
-}
-
-// plan is the result of merging updates into an object.
+// plan is what merging updates into an object comes to.
 type plan struct {
-	// changed: the object must be written. A plan whose updates only repeat the values on the
-	// object (see unchanged) is not a change: its ledger then holds their newer observation times,
-	// which the writer remembers with its copy of the object (remembered) instead of writing them.
-	changed   bool
-	unchanged bool
-	ledger    ledger
-	status    clusterv1alpha1.AddOnPlacementScoreStatus
-	decisions []decision
-	// expired are score names dropped because their validUntil passed.
-	expired []string
+	// changed: the object must be written, with status.
+	changed bool
+	status  clusterv1alpha1.AddOnPlacementScoreStatus
+	// outcomes are the updates' results, in their order (the writer adds cluster and
+	// resourceVersion).
+	outcomes []contract.ItemResult
+	// wrote: some update's scores are in status (the object counts as refreshed).
+	wrote bool
+	// removed are the scores the write takes off the object (expired, retired, masked).
+	removed []string
+	// skipped, when nothing is written, are the lines of updates answered Unchanged: newer than
+	// the hub's, kept by the writer with the object until its next write.
+	skipped map[string]line
+	// due is when the object next needs a write of its own: a score's expiry, or the validity
+	// owed to skipped updates (see unchangedFor). Zero: never.
+	due time.Time
 }
 
-// makePlan merges updates into cur (nil: the object does not exist yet) as of now. Per score name
-// the newest observation wins; an update older than what is applied is Stale; one equal in time
-// and value is a Duplicate; one whose own validUntil has passed is Stale (it would be dropped in
-// the same write). Scores other producers wrote (absent from the ledger) are kept. A score whose
-// validUntil has passed is dropped, so that an expired score never rides along with fresh ones,
-// and its removal alone is a change worth writing; the object's validUntil is the earliest of its
-// remaining scores' (nil when none of them expires).
+// makePlan merges updates into cur (nil: the object does not exist yet) as of now. skipped are
+// lines the writer applied at cur's resourceVersion without writing them (plan.skipped).
 //
-// Write avoidance: a newer observation of the value the object already holds is no change while
-// the stored validUntil keeps at least half the validity the update would give (unchangedFor). A
-// plan made only of such updates writes nothing: its updates are answered Unchanged, and its
-// ledger carries their observation times so that the writer can remember them (see remembered);
-// any later write of the object records them. Once the stored validUntil would lapse within that
-// half, the update is written again, so that skipping never lets a refreshed score expire.
-func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, updates []*Update, now time.Time) plan {
-	led, _ := readLedger(cur) // an unreadable ledger is rebuilt from the updates: ordering restarts
-	next := make(ledger, len(led)+4)
-	for k, v := range led {
-		next[k] = v
+// Per score name the newest observation wins: an update older than the line applied is Stale,
+// one equal in time and value a Duplicate. Scores without a line (other producers') are kept,
+// valid as long as the object said when the writer first met them (ledger.others). A score whose
+// validUntil has passed is removed, so that an expired score never rides along with fresh ones;
+// its removal alone is a change worth writing. A neverExpires update replaces its source's
+// neverExpires names: those it no longer carries leave the object (retire). The object's
+// validUntil is the earliest of its scores' (nil when none of them expires): OCM has one
+// validUntil per object, so no score is valid longer than its producer said, and one may count as
+// expired from another's validUntil until the writer removes that one (it is due then).
+//
+// Write avoidance: a newer observation of the value the object holds is no change while the
+// stored validUntil keeps at least half the validity the update gives (unchangedFor). A plan made
+// only of such updates writes nothing: they are answered Unchanged and their lines are returned as
+// skipped; the validity they were given is owed, and due before the stored one would fall below
+// that half, when the writer writes it without waiting for another update. A skip therefore
+// never shortens a score's life: missed refreshes are tolerated as long as without it.
+func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, updates []*Update, now time.Time) plan {
+	m := newMerge(cur, skipped, now)
+	m.dropExpired()
+	outcomes := make([]contract.ItemResult, len(updates))
+	applied := make([]bool, len(updates))
+	for _, i := range observationOrder(updates) {
+		outcomes[i], applied[i] = m.apply(i, updates[i])
 	}
-	values := map[string]int32{}
-	var status clusterv1alpha1.AddOnPlacementScoreStatus
-	if cur != nil {
-		status = *cur.Status.DeepCopy()
+	p := plan{changed: m.changed || len(m.removed) > 0 || m.validUntilOff || m.owedDue(), removed: m.removed}
+	owns := map[int]bool{}
+	for _, i := range m.owner {
+		owns[i] = true
 	}
-	for _, s := range status.Scores {
-		values[s.Name] = s.Value
-	}
-	p := plan{decisions: make([]decision, len(updates)), ledger: next}
-
-	// Expired entries go first: they order nothing (a clock that ran ahead once must not block
-	// every later observation) and their room in the ledger is free again.
-	for name, e := range next {
-		if e.expired(now) {
-			delete(next, name)
-			delete(values, name)
-			p.expired = append(p.expired, name)
+	for i := range updates {
+		if applied[i] {
+			outcomes[i] = appliedOutcome(owns[i] || m.retiredBy[i], p.changed)
+			p.wrote = p.wrote || outcomes[i].Outcome == contract.OutcomeWritten
 		}
 	}
-	sort.Strings(p.expired)
-	size := newLedgerSize(next)
+	p.outcomes = outcomes
+	if !p.changed {
+		p.skipped = m.unwritten()
+		p.due = m.due()
+		return p
+	}
+	m.store()
+	p.status = m.status(updates, outcomes)
+	p.due = m.due()
+	return p
+}
 
-	// Apply in observation order; arrival order breaks ties (sort.SliceStable keeps it).
+// merge is makePlan's work: the object's scores and ledger as updates are applied.
+type merge struct {
+	now       time.Time
+	cur       *clusterv1alpha1.AddOnPlacementScore
+	hub       ledger           // the ledger on the hub
+	lines     map[string]line  // the ledger as merged so far
+	stored    map[string]line  // the hub's line of each name (validUntil as the hub holds it)
+	values    map[string]int32 // the object's scores
+	others    validity         // of scores without a line
+	owner     map[string]int   // name -> the update (index) whose value stands
+	retiredBy map[int]bool     // updates that retired names
+	changed   bool             // an applied update changes a value, a validity or a name
+	removed   []string         // expired and retired names
+	// validUntilOff: the object's validUntil is not what its scores say (someone else changed or
+	// cleared it); the object is rewritten.
+	validUntilOff bool
+}
+
+func newMerge(cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, now time.Time) *merge {
+	hub, _ := readLedger(cur) // an unreadable ledger leaves every score without a line
+	m := &merge{now: now, cur: cur, hub: hub, lines: make(map[string]line, len(hub.lines)+4), values: map[string]int32{},
+		owner: map[string]int{}, retiredBy: map[int]bool{}}
+	if cur != nil {
+		for _, s := range cur.Status.Scores {
+			m.values[s.Name] = s.Value
+		}
+	}
+	for name, ln := range hub.lines {
+		if _, ok := m.values[name]; ok { // a line without its score (removed by someone else) orders nothing more
+			m.lines[name] = ln
+		}
+	}
+	m.stored = maps.Clone(m.lines)
+	for name, ln := range skipped {
+		if _, ok := m.lines[name]; ok {
+			m.lines[name] = ln
+		}
+	}
+	m.others = m.othersValidity()
+	m.validUntilOff = cur != nil && !objectValidUntil(m.stored, m.others, m.hasOthers()).Equal(storedValidUntil(cur))
+	return m
+}
+
+// othersValidity is the validity of the object's scores without a line: the one recorded when
+// the writer last wrote, unless the object's validUntil has changed since (someone else wrote it),
+// when the object's word stands.
+func (m *merge) othersValidity() validity {
+	if !m.hasOthers() {
+		return validity{}
+	}
+	stored := storedValidUntil(m.cur)
+	if m.hub.others.known && objectValidUntil(m.stored, m.hub.others, true).Equal(stored) {
+		return m.hub.others
+	}
+	return validity{known: true, until: stored}
+}
+
+func (m *merge) hasOthers() bool {
+	for name := range m.values {
+		if _, ok := m.lines[name]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// dropExpired removes the scores whose validUntil has passed. An expired line orders nothing (a
+// clock that ran ahead once must not block every later observation) and its room is free again.
+func (m *merge) dropExpired() {
+	for name, ln := range m.lines {
+		if expired(ln.validUntil, m.now) {
+			m.remove(name)
+		}
+	}
+	if m.others.known && expired(m.others.until, m.now) {
+		for name := range m.values {
+			if _, ok := m.lines[name]; !ok {
+				m.remove(name)
+			}
+		}
+		m.others = validity{}
+	}
+	sort.Strings(m.removed)
+}
+
+func (m *merge) remove(name string) {
+	delete(m.lines, name)
+	delete(m.values, name)
+	m.removed = append(m.removed, name)
+}
+
+// observationOrder is the order updates apply in: by observation time, arrival breaking ties.
+func observationOrder(updates []*Update) []int {
 	order := make([]int, len(updates))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return updates[order[a]].Observed.Before(updates[order[b]].Observed) })
+	return order
+}
 
-	owner := map[string]int{} // score name -> index of the update whose value stands
-	real := false             // some applied score changes a value, a validity or adds a name
-	dupOnly := make([]bool, len(updates))
-	superseded := make([]bool, len(updates))
-	lapsed := make([]bool, len(updates))
-	rejected := make([]string, len(updates))
-	for _, i := range order {
-		u := updates[i]
-		if !u.ValidUntil.IsZero() && !u.ValidUntil.After(now) {
-			lapsed[i] = true // it expired while waiting (retries): writing it would drop it at once
-			continue
-		}
-		dupOnly[i] = true
-		var apply []contract.Score
-		for _, s := range u.Scores {
-			v := int32(s.Value)
-			prev, known := next[s.Name]
-			switch {
-			case known && u.Observed.Before(prev.Observed):
-				dupOnly[i] = false // stale
-				continue
-			case known && u.Observed.Equal(prev.Observed) && hasValue(values, s.Name, v):
-				if _, mine := owner[s.Name]; !mine {
-					continue // duplicate of what is on the object
-				}
-			}
-			apply = append(apply, s)
-		}
-		// The ledger's encoded size after this update, counting rewrites (a nanosecond time is
-		// longer than a whole second) as well as new names. An update that would overflow the
-		// condition is refused alone, so that it cannot fail the others coalesced into this write.
-		grown := size
-		e := entry{Observed: u.Observed, ValidUntil: u.ValidUntil}
-		for _, s := range apply {
-			if prev, ok := next[s.Name]; ok {
-				grown = grown.replace(s.Name, prev, e)
-			} else {
-				grown = grown.add(s.Name, e)
-			}
-		}
-		if grown.bytes() > maxLedgerBytes {
-			dupOnly[i] = false
-			rejected[i] = fmt.Sprintf("these scores would make this object's observation ledger %d bytes, over the %d a condition holds: spread them over more AddOnPlacementScore resources", grown.bytes(), maxLedgerBytes)
-			continue
-		}
-		size = grown
-		for _, s := range apply {
-			dupOnly[i] = false // applied, though a newer update in this batch may supersede it
-			if j, ok := owner[s.Name]; ok {
-				superseded[j] = true
-			}
-			prev, known := next[s.Name]
-			if !known || !hasValue(values, s.Name, int32(s.Value)) || !unchangedFor(prev, e, now) {
-				real = true
-			}
-			next[s.Name] = e
-			values[s.Name] = int32(s.Value)
-			owner[s.Name] = i
-		}
-	}
+// undo restores what applying one update changed, when it is refused.
+type undo struct {
+	lines   map[string]*line // nil: the name had no line
+	values  map[string]*int32
+	owner   map[string]int // -1: none
+	n       int            // len(m.removed) before
+	changed bool
+	update  int
+}
 
-	p.changed = real || len(p.expired) > 0
-	p.unchanged = !p.changed && len(owner) > 0
-	unchanged := make([]bool, len(updates))
-	for _, i := range owner {
-		if p.changed {
-			p.decisions[i].written = true
-		} else {
-			unchanged[i] = true
-		}
+// apply merges update i. It returns the update's outcome when that is decided here (lapsed,
+// refused, nothing newer to apply), else applied true: the outcome then depends on the whole
+// plan (merge.outcome).
+func (m *merge) apply(i int, u *Update) (contract.ItemResult, bool) {
+	if expired(u.ValidUntil, m.now) {
+		return failed(contract.ReasonStale, false, "validUntil "+u.ValidUntil.UTC().Format(time.RFC3339Nano)+" passed before the hub could be written: nothing was written"), false
 	}
-	for i, u := range updates {
+	e := line{source: u.Source, observed: u.Observed, validUntil: u.ValidUntil}
+	var apply []contract.Score
+	dup := true
+	for _, s := range u.Scores {
+		prev, known := m.lines[s.Name]
+		_, mine := m.owner[s.Name]
 		switch {
-		case p.decisions[i].written:
-		case unchanged[i]:
-			p.decisions[i] = decision{reason: contract.ReasonUnchanged, message: "the object already holds these values, valid long enough: not written again"}
-		case lapsed[i]:
-			p.decisions[i] = decision{reason: contract.ReasonStale, message: "validUntil " + u.ValidUntil.UTC().Format(time.RFC3339Nano) + " passed before the hub could be written"}
-		case rejected[i] != "":
-			p.decisions[i] = decision{rejected: true, reason: contract.ReasonRejected, message: rejected[i]}
-		case dupOnly[i]:
-			p.decisions[i] = decision{reason: contract.ReasonDuplicate, message: "these scores, observed at this time, are already applied"}
-		case superseded[i]:
-			p.decisions[i] = decision{reason: contract.ReasonStale, message: "superseded by a newer update of the same scores in the same write"}
-		default:
-			p.decisions[i] = decision{reason: contract.ReasonStale, message: fmt.Sprintf("newer scores than %s are already applied", u.Observed.UTC().Format(time.RFC3339Nano))}
+		case known && u.Observed.Before(prev.observed):
+			dup = false // stale
+			continue
+		case known && u.Observed.Equal(prev.observed) && m.hasValue(s.Name, int32(s.Value)) && !mine:
+			continue // the object holds it already
 		}
+		apply = append(apply, s)
 	}
-	if !p.changed {
-		return p
+	retire := m.retired(u)
+	if len(apply) == 0 && len(retire) == 0 {
+		if dup {
+			return contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: contract.ReasonDuplicate, Message: "these scores, observed at this time, are already applied"}, false
+		}
+		return contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: contract.ReasonStale,
+			Message: fmt.Sprintf("newer scores than %s are already applied", u.Observed.UTC().Format(time.RFC3339Nano))}, false
 	}
 
-	// Keep the existing order of scores; append new names sorted, so writes are deterministic.
-	var scores []clusterv1alpha1.AddOnPlacementScoreItem
-	seen := map[string]bool{}
-	for _, s := range status.Scores {
-		if v, ok := values[s.Name]; ok {
-			scores = append(scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: s.Name, Value: v})
+	un := m.save(i, apply, retire)
+	for _, name := range retire {
+		m.remove(name)
+		m.changed = true
+		m.retiredBy[i] = true
+	}
+	for _, s := range apply {
+		v := int32(s.Value)
+		_, known := m.lines[s.Name]
+		stored, onHub := m.stored[s.Name]
+		if !known || !onHub || !m.hasValue(s.Name, v) || !unchangedFor(stored, e, m.now) {
+			m.changed = true
 		}
-		seen[s.Name] = true
+		m.lines[s.Name] = e
+		m.values[s.Name] = v
+		m.owner[s.Name] = i
+	}
+	if size := m.size(); size > contract.MaxObjectStatusBytes {
+		m.restore(un)
+		return failed(contract.ReasonRejected, false, fmt.Sprintf(
+			"these scores would make this AddOnPlacementScore's scores and observation ledger %d bytes, over the %d it may hold: spread them over more resources, or fewer names",
+			size, contract.MaxObjectStatusBytes)), false
+	}
+	return contract.ItemResult{}, true
+}
+
+// retired are the names a neverExpires update of source u.Source no longer carries: lines of that
+// source, never expiring and observed before u. An update that expires retires nothing: its
+// source's names expire on their own.
+func (m *merge) retired(u *Update) []string {
+	if !u.ValidUntil.IsZero() {
+		return nil
+	}
+	carried := make(map[string]bool, len(u.Scores))
+	for _, s := range u.Scores {
+		carried[s.Name] = true
+	}
+	var out []string
+	for name, ln := range m.lines {
+		if ln.source == u.Source && ln.validUntil.IsZero() && ln.observed.Before(u.Observed) && !carried[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *merge) save(i int, apply []contract.Score, retire []string) undo {
+	un := undo{lines: map[string]*line{}, values: map[string]*int32{}, owner: map[string]int{}, n: len(m.removed), changed: m.changed, update: i}
+	keep := func(name string) {
+		if _, ok := un.lines[name]; ok {
+			return
+		}
+		un.lines[name], un.values[name], un.owner[name] = nil, nil, -1
+		if ln, ok := m.lines[name]; ok {
+			un.lines[name] = &ln
+		}
+		if v, ok := m.values[name]; ok {
+			un.values[name] = &v
+		}
+		if o, ok := m.owner[name]; ok {
+			un.owner[name] = o
+		}
+	}
+	for _, s := range apply {
+		keep(s.Name)
+	}
+	for _, name := range retire {
+		keep(name)
+	}
+	return un
+}
+
+func (m *merge) restore(un undo) {
+	for name, ln := range un.lines {
+		if ln == nil {
+			delete(m.lines, name)
+		} else {
+			m.lines[name] = *ln
+		}
+		if v := un.values[name]; v == nil {
+			delete(m.values, name)
+		} else {
+			m.values[name] = *v
+		}
+		if o := un.owner[name]; o < 0 {
+			delete(m.owner, name)
+		} else {
+			m.owner[name] = o
+		}
+	}
+	m.removed = m.removed[:un.n]
+	m.changed = un.changed
+	delete(m.retiredBy, un.update)
+}
+
+// size is what the object's scores and ledger would take, as written (contract.MaxObjectStatusBytes).
+func (m *merge) size() int {
+	n := 0
+	for _, msg := range m.ledger().messages() {
+		n += len(msg)
+	}
+	b, _ := json.Marshal(m.scores())
+	return n + len(b)
+}
+
+func (m *merge) hasValue(name string, v int32) bool {
+	cur, ok := m.values[name]
+	return ok && cur == v
+}
+
+// appliedOutcome is the result of an applied update: Written (or Unchanged, when the plan writes
+// nothing) if a value of it stands or it retired names, else Stale: superseded in this plan.
+func appliedOutcome(stands, changed bool) contract.ItemResult {
+	switch {
+	case stands && changed:
+		return contract.ItemResult{Outcome: contract.OutcomeWritten}
+	case stands:
+		return contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: contract.ReasonUnchanged, Message: "the object already holds these values, valid long enough: not written again"}
+	}
+	return contract.ItemResult{Outcome: contract.OutcomeSkipped, Reason: contract.ReasonStale, Message: "superseded by a newer update of the same scores in the same write"}
+}
+
+// ledger is the merged ledger.
+func (m *merge) ledger() ledger {
+	l := ledger{lines: m.lines}
+	if m.hasOthers() {
+		l.others = m.others
+	}
+	return l
+}
+
+// owedDue reports whether a skipped update's validity is due: the stored validUntil of one of its
+// names keeps less than half of what the update gave.
+func (m *merge) owedDue() bool {
+	t, ok := m.owedAt()
+	return ok && !t.After(m.now)
+}
+
+// owedAt is the earliest time a skipped update's validity must be written.
+func (m *merge) owedAt() (time.Time, bool) {
+	var first time.Time
+	for name, ln := range m.lines {
+		stored, ok := m.stored[name]
+		if !ok || ln.validUntil.IsZero() || stored.validUntil.IsZero() || !ln.validUntil.After(stored.validUntil) {
+			continue
+		}
+		if t := halfway(stored.validUntil, ln.validUntil); first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// due is when the object next needs a write of its own: its first expiry, or owed validity.
+func (m *merge) due() time.Time {
+	var first time.Time
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	for _, ln := range m.lines {
+		earlier(ln.validUntil)
+	}
+	if m.hasOthers() {
+		earlier(m.others.until)
+	}
+	if t, ok := m.owedAt(); ok {
+		earlier(t)
+	}
+	return first
+}
+
+// unwritten are the merged lines that differ from the hub's.
+func (m *merge) unwritten() map[string]line {
+	var out map[string]line
+	for name, ln := range m.lines {
+		if stored, ok := m.stored[name]; ok && stored != ln {
+			if out == nil {
+				out = map[string]line{}
+			}
+			out[name] = ln
+		}
+	}
+	return out
+}
+
+// store makes the merged lines what the hub holds: the plan writes them.
+func (m *merge) store() { m.stored = m.lines }
+
+// scores lists the object's scores: its existing order, then new names sorted, so that writes
+// are deterministic.
+func (m *merge) scores() []clusterv1alpha1.AddOnPlacementScoreItem {
+	out := make([]clusterv1alpha1.AddOnPlacementScoreItem, 0, len(m.values))
+	seen := map[string]bool{}
+	if m.cur != nil {
+		for _, s := range m.cur.Status.Scores {
+			if v, ok := m.values[s.Name]; ok && !seen[s.Name] {
+				out = append(out, clusterv1alpha1.AddOnPlacementScoreItem{Name: s.Name, Value: v})
+			}
+			seen[s.Name] = true
+		}
 	}
 	var added []string
-	for name := range values {
+	for name := range m.values {
 		if !seen[name] {
 			added = append(added, name)
 		}
 	}
 	sort.Strings(added)
 	for _, name := range added {
-		scores = append(scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: name, Value: values[name]})
+		out = append(out, clusterv1alpha1.AddOnPlacementScoreItem{Name: name, Value: m.values[name]})
 	}
-	status.Scores = scores
+	return out
+}
 
-	// The object is valid until its first score expires; nil (never) when none of them does.
-	status.ValidUntil = nil
-	if earliest, ok := next.firstExpiry(); ok {
-		vu := metav1.NewTime(earliest)
-		status.ValidUntil = &vu
+// status is the status to write: the merged scores, validUntil and ledger, and the message.
+func (m *merge) status(updates []*Update, outcomes []contract.ItemResult) clusterv1alpha1.AddOnPlacementScoreStatus {
+	var status clusterv1alpha1.AddOnPlacementScoreStatus
+	if m.cur != nil {
+		status = *m.cur.Status.DeepCopy()
 	}
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type:    ConditionObservations,
-		Status:  metav1.ConditionTrue,
-		Reason:  reasonObservationTimes,
-		Message: next.encode(),
-	})
+	status.Scores = m.scores()
+	status.ValidUntil = nil
+	if vu := objectValidUntil(m.lines, m.others, m.hasOthers()); !vu.IsZero() {
+		t := metav1.NewTime(vu)
+		status.ValidUntil = &t
+	}
+	status.Conditions = setLedger(status.Conditions, m.ledger().messages())
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:    ConditionUpdated,
 		Status:  metav1.ConditionTrue,
 		Reason:  reasonScoresWritten,
-		Message: conditionMessage(updates, p.decisions, p.expired),
+		Message: conditionMessage(updates, outcomes, m.removed),
 	})
-	p.status = status
-	return p
+	return status
 }
 
-// unchangedFor reports whether a newer observation e of the value stored under prev may go
+// objectValidUntil is the validUntil of an object with these lines and, when it holds scores
+// without a line, others: the earliest (zero: never), to the second, as the API stores it, cut
+// down so that it never passes a score's own.
+func objectValidUntil(lines map[string]line, others validity, hasOthers bool) time.Time {
+	var first time.Time
+	for _, ln := range lines {
+		if !ln.validUntil.IsZero() && (first.IsZero() || ln.validUntil.Before(first)) {
+			first = ln.validUntil
+		}
+	}
+	if hasOthers && !others.until.IsZero() && (first.IsZero() || others.until.Before(first)) {
+		first = others.until
+	}
+	return first.Truncate(time.Second)
+}
+
+func storedValidUntil(obj *clusterv1alpha1.AddOnPlacementScore) time.Time {
+	if obj == nil || obj.Status.ValidUntil == nil {
+		return time.Time{}
+	}
+	return obj.Status.ValidUntil.Time.Truncate(time.Second)
+}
+
+// unchangedFor reports whether e, a newer observation of the value stored under prev, may go
 // unwritten: the validity stays the same kind (both never expire, or both do, the stored one not
-// later than e's), and the stored validUntil keeps at least half the validity e would give from
-// now. A refresh every interval then writes about once per half TTL, and the score never lapses
-// while it is refreshed.
-func unchangedFor(prev, e entry, now time.Time) bool {
+// later than e's), and the stored validUntil keeps at least half the validity e gives from now.
+// A refresh every interval then writes about once per half validity; what the skipped ones gave
+// is written by the writer when that half is reached (merge.owedAt), refresh or not.
+func unchangedFor(prev, e line, now time.Time) bool {
 	switch {
-	case e.ValidUntil.IsZero() || prev.ValidUntil.IsZero():
-		return e.ValidUntil.IsZero() && prev.ValidUntil.IsZero()
-	case prev.ValidUntil.After(e.ValidUntil):
+	case e.validUntil.IsZero() || prev.validUntil.IsZero():
+		return e.validUntil.IsZero() && prev.validUntil.IsZero()
+	case prev.validUntil.After(e.validUntil):
 		return false // e shortens the validity: that is a change
 	}
-	return 2*prev.ValidUntil.Sub(now) >= e.ValidUntil.Sub(now)
+	return !now.After(halfway(prev.validUntil, e.validUntil))
 }
 
-// remembered is obj with the observation times of a plan that wrote nothing (p.unchanged): the
-// writer's copy of the object, so that it orders later updates by them. Only observation times
-// move; validUntil stays what the hub holds, so expiry and the rule above use the stored one.
-// The copy stands for the hub's object only at obj's resourceVersion: any write or read replaces it.
-func remembered(obj *clusterv1alpha1.AddOnPlacementScore, p plan) *clusterv1alpha1.AddOnPlacementScore {
-	stored, err := readLedger(obj)
-	if err != nil || !p.unchanged {
-		return obj
-	}
-	l := make(ledger, len(stored))
-	for name, e := range stored {
-		if n, ok := p.ledger[name]; ok && n.Observed.After(e.Observed) {
-			e.Observed = n.Observed
-		}
-		l[name] = e
-	}
-	out := obj.DeepCopy()
-	meta.SetStatusCondition(&out.Status.Conditions, metav1.Condition{
-		Type:    ConditionObservations,
-		Status:  metav1.ConditionTrue,
-		Reason:  reasonObservationTimes,
-		Message: l.encode(),
-	})
-	return out
+// halfway is when the stored validUntil keeps only half of what owed gives: stored less the
+// difference (from then, stored - t = (owed - t) / 2). Time arithmetic, not durations, so that no
+// far-off time can overflow.
+func halfway(stored, owed time.Time) time.Time {
+	return stored.Add(-owed.Sub(stored))
 }
 
-// firstExpiry is the earliest validUntil among the ledger's entries; false when none expires.
-func (l ledger) firstExpiry() (time.Time, bool) {
-	var earliest time.Time
-	for _, e := range l {
-		if !e.ValidUntil.IsZero() && (earliest.IsZero() || e.ValidUntil.Before(earliest)) {
-			earliest = e.ValidUntil
-		}
-	}
-	return earliest, !earliest.IsZero()
+// expired reports whether validUntil has passed (the zero time never does).
+func expired(validUntil, now time.Time) bool {
+	return !validUntil.IsZero() && !validUntil.After(now)
 }
 
-// nextExpiry is when the first score obj's ledger knows of expires; false when none does (or the
-// object carries no ledger: another producer's).
-func nextExpiry(obj *clusterv1alpha1.AddOnPlacementScore) (time.Time, bool) {
-	l, err := readLedger(obj)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return l.firstExpiry()
-}
-
-// ledgerSize tracks the exact length of a ledger's JSON encoding as entries are added or
-// rewritten: "{" + entries joined by "," + "}", each entry `"name":["observed","validUntil"]`.
-type ledgerSize struct {
-	entries int // sum of the entries' encoded lengths
-	n       int
-}
-
-func newLedgerSize(l ledger) ledgerSize {
-	var s ledgerSize
-	for name, e := range l {
-		s = s.add(name, e)
-	}
-	return s
-}
-
-func (s ledgerSize) add(name string, e entry) ledgerSize {
-	return ledgerSize{entries: s.entries + entryBytes(name, e), n: s.n + 1}
-}
-
-func (s ledgerSize) replace(name string, old, e entry) ledgerSize {
-	return ledgerSize{entries: s.entries - entryBytes(name, old) + entryBytes(name, e), n: s.n}
-}
-
-func (s ledgerSize) bytes() int { return 2 + s.entries + max(s.n-1, 0) }
-
-func entryBytes(name string, e entry) int {
-	k, _ := json.Marshal(name)
-	v, _ := e.MarshalJSON()
-	return len(k) + 1 + len(v)
-}
-
-// expired reports whether the entry's validUntil has passed (a zero validUntil never does).
-func (e entry) expired(now time.Time) bool {
-	return !e.ValidUntil.IsZero() && !e.ValidUntil.After(now)
-}
-
-func hasValue(values map[string]int32, name string, v int32) bool {
-	cur, ok := values[name]
-	return ok && cur == v
-}
-
-// Bounds of the ScoresUpdated message: sources are chosen by senders, so the message lists a few,
-// each cut short, and counts the rest; it stays far below the condition's 32 KiB whatever they send.
+// Bounds of the ScoresUpdated message: sources are chosen by senders and names may be many, so the
+// message lists a few, each cut short, and counts the rest; it stays far below the condition's 32 KiB.
 const (
 	maxListed     = 5
 	maxSourceText = 100
 )
 
 // conditionMessage says which producers' scores the last write applied, newest observation first,
-// and which expired scores it removed.
-func conditionMessage(updates []*Update, ds []decision, expired []string) string {
+// and which scores it removed.
+func conditionMessage(updates []*Update, outcomes []contract.ItemResult, removed []string) string {
 	var newest time.Time
 	sources := map[string]bool{}
 	for i, u := range updates {
-		if !ds[i].written {
+		if outcomes[i].Outcome != contract.OutcomeWritten {
 			continue
 		}
 		sources[u.Source] = true
@@ -416,8 +558,8 @@ func conditionMessage(updates []*Update, ds []decision, expired []string) string
 	if len(names) > 0 {
 		parts = append(parts, fmt.Sprintf("scores from %s observed up to %s", listed(names, "sources"), newest.UTC().Format(time.RFC3339)))
 	}
-	if len(expired) > 0 {
-		parts = append(parts, "expired scores removed: "+listed(expired, "scores"))
+	if len(removed) > 0 {
+		parts = append(parts, "expired or retired scores removed: "+listed(slices.Sorted(slices.Values(removed)), "scores"))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -445,4 +587,9 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return strings.ToValidUTF8(s[:cut], "") + "..."
+}
+
+// failed is the result of an item that was not written.
+func failed(reason contract.Reason, retriable bool, msg string) contract.ItemResult {
+	return contract.ItemResult{Outcome: contract.OutcomeFailed, Reason: reason, Retriable: retriable, Message: msg}
 }

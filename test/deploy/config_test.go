@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +55,7 @@ var pingConfigs = map[string]func(data []byte) error{
 		return decodeValidate(b, &c)
 	},
 	"dsf-bridge": func(b []byte) error {
-		var c dsf.Config
+		var c dsf.PingConfig
 		return decodeValidate(b, &c)
 	},
 }
@@ -66,11 +67,11 @@ func decodeValidate(b []byte, c interface{ Validate() error }) error {
 	return c.Validate()
 }
 
-// TestPingSourceConfigs: each PingSource's data (the DSF examples' too) is a configuration its
-// scorer accepts, the static-scorer's resources exist in the table it is deployed with, and every
-// token Secret a dsf-bridge configuration names is mounted where the bridge reads it.
+// TestPingSourceConfigs: each PingSource's data is a configuration its scorer accepts, the
+// static-scorer's resources exist in the table it is deployed with, and a dsf-bridge ping names a
+// DynamicScorer of the bridge's mounted scorers file.
 func TestPingSourceConfigs(t *testing.T) {
-	s := load(t, setHubDSF)
+	s := load(t, setHub)
 	if len(s.PingSources) == 0 {
 		t.Fatal("no PingSources")
 	}
@@ -89,7 +90,7 @@ func TestPingSourceConfigs(t *testing.T) {
 				t.Errorf("%s: %s refuses this configuration: %v", it.Source, fn, err)
 			}
 			if fn == "dsf-bridge" {
-				checkDSFTokens(t, s, it.Source, []byte(ps.Spec.Data))
+				checkDSFScorer(t, s, it.Source, []byte(ps.Spec.Data))
 			}
 			if fn == "static-scorer" {
 				var c static.Config
@@ -110,60 +111,47 @@ func TestPingSourceConfigs(t *testing.T) {
 	}
 }
 
-// checkDSFTokens: each auth.tokenSecretRef{name, key} of a dsf-bridge configuration is a Secret
-// defined with that key, projected into the bridge's TOKEN_DIR as <name>/<key>.
-func checkDSFTokens(t *testing.T, s *manifests.Set, src manifests.Source, data []byte) {
+// checkDSFScorer: the DynamicScorer a dsf-bridge ping names is in the bridge's mounted scorers
+// file.
+func checkDSFScorer(t *testing.T, s *manifests.Set, src manifests.Source, data []byte) {
 	t.Helper()
-	var c dsf.Config
+	var c dsf.PingConfig
 	if err := contract.DecodeJSON(data, &c); err != nil {
 		t.Fatal(err)
 	}
-	var refs []*dsf.SecretKeyRef
-	if c.Source != nil && c.Source.Auth != nil && c.Source.Auth.TokenSecretRef != nil {
-		refs = append(refs, c.Source.Auth.TokenSecretRef)
+	objs := dsfScorers(t, s)
+	for _, sc := range objs.Scorers {
+		if sc.Name == c.Scorer {
+			return
+		}
 	}
-	if c.Scoring != nil && c.Scoring.Auth != nil && c.Scoring.Auth.TokenSecretRef != nil {
-		refs = append(refs, c.Scoring.Auth.TokenSecretRef)
+	t.Errorf("%s: DynamicScorer %q is not in the dsf-bridge's scorers file (deploy/dsf-bridge.yaml)", src, c.Scorer)
+}
+
+// dsfScorers decodes the dsf-bridge's mounted scorers file as the bridge does.
+func dsfScorers(t *testing.T, s *manifests.Set) *dsf.Objects {
+	t.Helper()
+	raw, err := mountedFile(s, "dsf-bridge", "SCORERS_FILE")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(refs) == 0 {
-		return
+	objs, err := dsf.DecodeObjects(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the dsf-bridge's scorers file: %v", err)
 	}
-	svc, ok := manifests.Find(s.Services, Namespace, "dsf-bridge")
+	return objs
+}
+
+// TestDSFBridgeConfig: the dsf-bridge's shipped ConfigMap is one the bridge starts with.
+func TestDSFBridgeConfig(t *testing.T) {
+	s := load(t, setHub)
+	dsfScorers(t, s)
+	cm, ok := manifests.Find(s.ConfigMaps, Namespace, "dsf-bridge")
 	if !ok {
-		t.Fatal("dsf-bridge service not found")
+		t.Fatal("ConfigMap dsf-bridge not found")
 	}
-	spec := svc.Object.Spec.Template.Spec
-	dir := envValue(spec.Containers[0], "TOKEN_DIR")
-	for _, ref := range refs {
-		if sec, ok := manifests.Find(s.Secrets, Namespace, ref.Name); !ok {
-			t.Errorf("%s: Secret %s is not defined", src, ref.Name)
-		} else if _, ok := sec.Object.StringData[ref.Key]; !ok {
-			if _, ok := sec.Object.Data[ref.Key]; !ok {
-				t.Errorf("%s: Secret %s has no key %s", src, ref.Name, ref.Key)
-			}
-		}
-		found := false
-		for _, m := range spec.Containers[0].VolumeMounts {
-			if m.MountPath != dir {
-				continue
-			}
-			for _, v := range spec.Volumes {
-				if v.Name != m.Name || v.Projected == nil {
-					continue
-				}
-				for _, p := range v.Projected.Sources {
-					if p.Secret == nil || p.Secret.Name != ref.Name {
-						continue
-					}
-					for _, item := range p.Secret.Items {
-						found = found || (item.Key == ref.Key && item.Path == ref.Name+"/"+ref.Key)
-					}
-				}
-			}
-		}
-		if !found {
-			t.Errorf("%s: tokenSecretRef %s/%s is not projected into the dsf-bridge's TOKEN_DIR %s as %s/%s (deploy/dsf-bridge.yaml, volume scorer-tokens)", src, ref.Name, ref.Key, dir, ref.Name, ref.Key)
-		}
+	if _, err := dsf.ParseEndpoints(cm.Object.Data["endpoints"]); err != nil {
+		t.Errorf("deploy/dsf-bridge.yaml endpoints: %v", err)
 	}
 }
 

@@ -37,7 +37,6 @@ const (
 // Sets of manifests applied together: each variant of config/ (`make deploy VARIANT=...`).
 const (
 	setHub          = "hub"          // what `make deploy` applies: config/default
-	setHubDSF       = "hubDSF"       // the same with the example PingSources of DSF scorers (deploy/dsf/)
 	setHubKafka     = "hubKafka"     // config/kafka: the Kafka-backed broker
 	setHubOIDC      = "hubOIDC"      // config/oidc: with sender identity
 	setHubTLS       = "hubTLS"       // config/tls
@@ -48,7 +47,6 @@ const (
 
 var setPaths = map[string][]string{
 	setHub:          {"config/default"},
-	setHubDSF:       {"config/default", "deploy/dsf"},
 	setHubKafka:     {"config/kafka"},
 	setHubOIDC:      {"config/oidc"},
 	setHubTLS:       {"config/tls"},
@@ -136,7 +134,6 @@ func TestEveryManifestDecodes(t *testing.T) {
 		"triggers":               func(s *manifests.Set) int { return len(s.Triggers) },
 		"deploy":                 func(s *manifests.Set) int { return len(s.Services) },
 		"deploy/managed-cluster": func(s *manifests.Set) int { return len(s.Services) },
-		"deploy/dsf":             func(s *manifests.Set) int { return len(s.PingSources) },
 		"eventtypes":             func(s *manifests.Set) int { return len(s.EventTypes) },
 	}
 	for _, v := range []string{"default", "kafka", "tls"} {

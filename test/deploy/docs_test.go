@@ -211,17 +211,17 @@ func TestQuickstartExamples(t *testing.T) {
 	})
 }
 
-// The README names the same hub namespaces the code reserves: a cluster named like one never
+// docs/contract.md names the same hub namespaces the code reserves: a cluster named like one never
 // receives scores.
-func TestReadmeNamesTheReservedClusterNames(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repo, "README.md"))
+func TestContractNamesTheReservedClusterNames(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repo, "docs", "contract.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range strings.Split(contract.ReservedClusterNames, ", ") {
 		token := "`" + strings.TrimSuffix(name, "*") + "`"
 		if !strings.Contains(string(b), token) {
-			t.Errorf("README does not name the reserved %s (as %s)", name, token)
+			t.Errorf("docs/contract.md does not name the reserved %s (as %s)", name, token)
 		}
 		probe := strings.TrimSuffix(name, "*")
 		if strings.HasSuffix(name, "*") {

@@ -16,7 +16,7 @@ import (
 // manifest added next to the others but not listed would silently never be deployed. Every
 // manifest file of a kustomization's directory is a resource or a patch of it, and so is every
 // file of a subdirectory it takes any file from (oidc/triggers/, oidc/patches/); a subdirectory
-// it takes nothing from is applied on its own (deploy/dsf/, deploy/managed-cluster/).
+// it takes nothing from is applied on its own (deploy/managed-cluster/).
 func TestKustomizationsListEveryFile(t *testing.T) {
 	var roots []string
 	for _, top := range []string{"deploy", "brokers", "triggers", "eventtypes", "oidc", "config"} {

@@ -18,7 +18,7 @@ import (
 // is among them: a scorer refuses a ping for a resource it does not own, so a schedule outside
 // its list would never write.
 func TestScorersOwnTheirResources(t *testing.T) {
-	s := load(t, setHubDSF)
+	s := load(t, setHub)
 	owned := map[string][]string{} // Service name -> RESOURCES
 	for _, it := range s.Services {
 		if !emitsScores(it.Object) || it.Object.Name == "agent-gateway" {
@@ -87,12 +87,16 @@ func pingResource(t *testing.T, s *manifests.Set, fn string, data []byte) string
 		}
 		return containerEnv(it.Object)["RESOURCE"]
 	case "dsf-bridge":
-		var d dsf.Config
+		// The ping names a DynamicScorer of the bridge's scorers file; its resource is its
+		// scoring.params.name, or its scorer's /config's (configSyncMode Full).
+		var d dsf.PingConfig
 		if err := contract.DecodeJSON(data, &d); err != nil {
 			t.Fatal(err)
 		}
-		if d.Scoring != nil && d.Scoring.Params.Name != "" {
-			return dsf.ResourceName(d.Scoring.Params.Name)
+		for _, sc := range dsfScorers(t, s).Scorers {
+			if sc.Name == d.Scorer && sc.Spec.Scoring.Params != nil && sc.Spec.Scoring.Params.Name != "" {
+				return dsf.ResourceName(sc.Spec.Scoring.Params.Name)
+			}
 		}
 		return ""
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
 )
 
@@ -205,7 +206,7 @@ func startWriterBinary(t *testing.T, dir string, env ...string) string {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	out := &promlocal.LockedBuffer{}
+	out := &proc.Buffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...)...)
 	cmd.Stdout, cmd.Stderr = out, out

@@ -273,6 +273,20 @@ func TestScoreWriterRBAC(t *testing.T) {
 		listManagedClusters, watchManagedClusters, getManagedCluster,
 		createScore("rbac-create"),
 		getScore,
+		// An informer over every namespace's AddOnPlacementScores: the writer knows each
+		// object's expiry after a restart and whatever another replica wrote.
+		with(true, named(neverAllowed, "list AddOnPlacementScores")),
+		{"list AddOnPlacementScores of every namespace", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+			_, err := cc.ClusterV1alpha1().AddOnPlacementScores(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			return err
+		}, true},
+		{"watch AddOnPlacementScores of every namespace", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+			w, err := cc.ClusterV1alpha1().AddOnPlacementScores(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}, true},
 		// The writer keeps its order ledger in a status condition now, not in the annotation
 		// scoreflow.io/scores: patching the object itself is no longer granted.
 		{"patch an AddOnPlacementScore's annotations", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
@@ -297,7 +311,7 @@ func TestScoreWriterRBAC(t *testing.T) {
 			return err
 		}, false},
 	}
-	checkAccess(t, kube, cc, append(table, neverAllowed...))
+	checkAccess(t, kube, cc, append(table, without(neverAllowed, "list AddOnPlacementScores")...))
 }
 
 // TestManagedClusterSourceRBAC: the ApiServerSource's account passes the permission check the
@@ -447,6 +461,7 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 	metrics := scorewriter.NewMetrics(prometheus.NewRegistry(), func() float64 { return float64(w.Pending()) })
 	opts := scorewriter.DefaultOptions()
 	opts.RetryFor = 2 * time.Second
+	opts.Clusters = mcs
 	w, err := scorewriter.NewWriter(cc, opts, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -455,6 +470,16 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return w
+}
+
+// writerReady reports whether w becomes ready (its AddOnPlacementScore informer synced) within d.
+func writerReady(w *scorewriter.Writer, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if w.Ready() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TestScoreWriterEndToEndUnderRBAC runs the real writer (pkg/scorewriter) as the writer's account:
@@ -471,6 +496,9 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 	t.Run("as deployed", func(t *testing.T) {
 		_, _, cc := as(t, h, Namespace, "score-writer")
 		w := startWriter(t, cc)
+		if !writerReady(w, 30*time.Second) {
+			t.Fatal("the writer's AddOnPlacementScore informer did not sync under the writer's RBAC")
+		}
 		for i, v := range []float64{42, 43} {
 			if r := writeAs(t, w, "rbac-e2e", v, t0.Add(time.Duration(i)*time.Second)); r.Outcome != contract.OutcomeWritten {
 				t.Fatalf("write %d (%v): %+v", i+1, v, r)
@@ -492,24 +520,34 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 	if !ok {
 		t.Fatal("ClusterRole scoreflow-score-writer not found")
 	}
-	for _, tt := range []struct{ resource, verb string }{
-		{"addonplacementscores", "create"},
-		{"addonplacementscores/status", "update"},
+	// The informer needs list or watch to sync (an API server with streaming lists fills it by
+	// watch alone, an older one lists), and both to follow the hub: without them the writer never
+	// becomes ready.
+	for _, tt := range []struct {
+		resource string
+		verbs    []string
+	}{
+		{"addonplacementscores", []string{"list", "watch"}},
+		{"addonplacementscores", []string{"create"}},
+		{"addonplacementscores/status", []string{"update"}},
 	} {
-		t.Run("without "+tt.verb+" on "+tt.resource, func(t *testing.T) {
+		t.Run("without "+strings.Join(tt.verbs, ", ")+" on "+tt.resource, func(t *testing.T) {
 			role := deployed.Object.DeepCopy()
-			role.Name = "test-writer-without-" + tt.verb + "-" + strings.ReplaceAll(tt.resource, "/", "-")
-			removed := false
+			role.Name = "test-writer-without-" + strings.Join(tt.verbs, "-") + "-" + strings.ReplaceAll(tt.resource, "/", "-")
+			removed := 0
 			for i, r := range role.Rules {
 				if slices.Contains(r.Resources, tt.resource) {
 					role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool {
-						removed = removed || v == tt.verb
-						return v == tt.verb
+						if slices.Contains(tt.verbs, v) {
+							removed++
+							return true
+						}
+						return false
 					})
 				}
 			}
-			if !removed {
-				t.Fatalf("the deployed ClusterRole does not grant %s on %s", tt.verb, tt.resource)
+			if removed != len(tt.verbs) {
+				t.Fatalf("the deployed ClusterRole does not grant %v on %s", tt.verbs, tt.resource)
 			}
 			// A rule left with no verb is invalid: drop it.
 			role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Verbs) == 0 })
@@ -530,6 +568,12 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 			}
 			_, _, cc := as(t, h, Namespace, sa)
 			w := startWriter(t, cc)
+			if tt.verbs[0] == "list" {
+				if writerReady(w, 5*time.Second) {
+					t.Error("the writer became ready without list and watch on addonplacementscores")
+				}
+				return
+			}
 			r := writeAs(t, w, role.Name, 10, t0)
 			if r.Outcome != contract.OutcomeFailed || r.Reason != contract.ReasonForbidden {
 				t.Errorf("write: %+v, want Failed/Forbidden", r)

@@ -130,7 +130,7 @@ func apiServerEvents(apiVersion, kind, plural, name string) map[string]cloudeven
 // TestRouting: every event scoreflow produces reaches exactly the functions meant for it, through
 // the Triggers' real filters; cloudevents-player sees everything.
 func TestRouting(t *testing.T) {
-	s := load(t, setHubDSF) // the hub's PingSources and the DSF examples' (deploy/dsf/)
+	s := load(t, setHub) // the hub's PingSources
 	rs := routes(t, s.Triggers)
 	type tc struct {
 		name  string

@@ -75,7 +75,9 @@ func withoutIdentity(svc *unstructured.Unstructured) *unstructured.Unstructured 
 	vars, _, _ := unstructured.NestedSlice(c, "env")
 	var kept []any
 	for _, v := range vars {
-		if !strings.HasPrefix(v.(map[string]any)["name"].(string), "AUTH_") {
+		// AUTH_*: the caller a function verifies; REQUIRE_RESOURCE_ATTRIBUTE: the score-writer
+		// takes score.updated only with the scoreflowresource attribute the EventPolicies filter on.
+		if name := v.(map[string]any)["name"].(string); !strings.HasPrefix(name, "AUTH_") && name != "REQUIRE_RESOURCE_ATTRIBUTE" {
 			kept = append(kept, v)
 		}
 	}
@@ -91,7 +93,8 @@ func withoutIdentity(svc *unstructured.Unstructured) *unstructured.Unstructured 
 // The OIDC variant (config/oidc) is the default (config/default) plus what sender identity needs:
 // the same objects with the Broker's EventPolicies and the discovery binding added; each Trigger its
 // default twin with only subscriber.audience and the dead-letter sink's audience added, the Broker
-// with only the dead-letter sink's audience, every Service with only AUTH_ variables; each function that a Trigger with an audience calls gets exactly that audience and that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
+// with only the dead-letter sink's audience, every Service with only AUTH_ variables (and the
+// score-writer REQUIRE_RESOURCE_ATTRIBUTE); each function that a Trigger with an audience calls gets exactly that audience and that Trigger's OIDC identity (named as Knative names it), plus the account of every Service that
 // presents its own token for that audience, in a configuration the function accepts; the dead-letter function takes the dead-letter sink's audience from exactly the Triggers
 // whose failed deliveries reach it; the Broker's EventPolicies admit every source (the agent
 // gateway's SinkBinding among them: agents never post to the Broker) and every replying Trigger
@@ -126,7 +129,7 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 		case o.GetKind() == "Service" && o.GetAPIVersion() == "serving.knative.dev/v1":
 			services[o.GetName()] = o
 			if ok && !reflect.DeepEqual(withoutIdentity(o).Object, twin.Object) {
-				t.Errorf("Service %s differs from config/default's in more than AUTH_ variables", o.GetName())
+				t.Errorf("Service %s differs from config/default's in more than AUTH_ variables and REQUIRE_RESOURCE_ATTRIBUTE", o.GetName())
 			}
 		case ok && !reflect.DeepEqual(o.Object, twin.Object):
 			t.Errorf("%s differs from config/default's", key(o))

@@ -65,7 +65,7 @@ func TestBackoffHoldsAgainstNewArrivals(t *testing.T) {
 }
 
 // An update whose validUntil passes while the hub is throttled and the writer retries would be
-// dropped in the very write that carries it; it is answered Stale, not Written.
+// dropped in the very write that carries it; it fails, Stale, not Written: nothing of it landed.
 func TestUpdateExpiringDuringRetriesIsStaleNotWritten(t *testing.T) {
 	t.Parallel()
 	proxy := newThrottlingHub(t)
@@ -79,8 +79,8 @@ func TestUpdateExpiringDuringRetriesIsStaleNotWritten(t *testing.T) {
 	soon := time.Now().Add(time.Second)
 	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "lapsing", ValidUntil: &soon, Items: []contract.ClusterScores{item("c1", score("short", 2))}}))
 	r := result(t, reply)
-	if status != http.StatusOK || r.Items[0].Outcome != contract.OutcomeSkipped || r.Items[0].Reason != contract.ReasonStale {
-		t.Errorf("update whose validUntil passed during retries: %d %+v, want 200 Skipped Stale", status, r.Items[0])
+	if status != http.StatusUnprocessableEntity || r.Items[0].Outcome != contract.OutcomeFailed || r.Items[0].Reason != contract.ReasonStale || r.Items[0].Retriable {
+		t.Errorf("update whose validUntil passed during retries: %d %+v, want 422 Failed/Stale, not retriable", status, r.Items[0])
 	}
 	if got := scoresOf(get(t, "c1", "lapsing")); got["short"] != 0 || got["long"] != 1 {
 		t.Errorf("scores on the hub = %v, want only long=1", got)

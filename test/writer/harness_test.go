@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,6 +65,7 @@ type server struct {
 	url    string
 	fn     *function.Function
 	writer *scorewriter.Writer
+	stop   func() // stops the server and its writer (a pod going away); done at the test's end too
 }
 
 type serverOpts struct {
@@ -74,6 +76,9 @@ type serverOpts struct {
 	hub      *rest.Config // where the writer writes (default: the hub itself); the informer always reads the hub
 	auth     *function.Authenticator
 	deadline time.Duration // the handler's EventDeadline (default: none)
+	// requireResource refuses events without the scoreflowresource attribute (the oidc variant's
+	// REQUIRE_RESOURCE_ATTRIBUTE).
+	requireResource bool
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -123,23 +128,32 @@ func startWriter(t testing.TB, o serverOpts) *server {
 	if o.writer.MaxResourcesPerCluster != 0 {
 		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
 	}
+	opts.Clusters = mcs
 	w, err := scorewriter.NewWriter(writeClient, opts, metrics, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	mcs.OnDelete(w.ForgetCluster)
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
+	for w.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("AddOnPlacementScore informer did not sync")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	h := scorewriter.NewHandler(w, mcs, scorewriter.HandlerOptions{TTL: o.ttl, MaxClockSkew: 2 * time.Minute, RememberBytes: o.remember, MaxPendingBytes: o.pending,
-		EventDeadline: o.deadline, Source: fn.Source()})
+		EventDeadline: o.deadline, Source: fn.Source(), RequireResourceAttribute: o.requireResource})
 	fn.SetReadiness(mcs.Ready)
 	fn.RequireAuth(o.auth)
 	srv := httptest.NewServer(fn.Handler(h.Handle, h.FailureReply))
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		srv.Close()
 		cancel()
 		<-done
 	})
-	return &server{url: srv.URL, fn: fn, writer: w}
+	t.Cleanup(stop)
+	return &server{url: srv.URL, fn: fn, writer: w, stop: stop}
 }
 
 var httpClient = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}

@@ -1,6 +1,8 @@
 package writer
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +12,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
@@ -87,65 +91,131 @@ func TestHostileSourceDoesNotFailCoalescedUpdates(t *testing.T) {
 	}
 }
 
-// The observation ledger grows when an entry is rewritten with a longer time, not only with new
-// score names: RFC 3339 with nanoseconds is 10 characters longer per time than a whole second. A
-// ledger near its 32 KiB limit rewritten with nanosecond times must refuse that update alone, and
-// an update written with it must land.
-func TestLedgerRewriteThatWouldOverflowIsRefusedAlone(t *testing.T) {
-	t.Parallel()
-	s := startWriter(t, serverOpts{writer: scorewriter.Options{Window: time.Second}})
-	// 200 names of 108 characters: about 31,800 bytes of ledger with whole-second times.
-	var names []string
-	for i := range 200 {
-		names = append(names, fmt.Sprintf("s%03d-%s", i, strings.Repeat("n", 103)))
+// manyScores are n scores of names length characters long, all of value v.
+func manyScores(prefix string, n, length int, v float64) []contract.Score {
+	out := make([]contract.Score, n)
+	for i := range out {
+		name := fmt.Sprintf("%s-%05d-", prefix, i)
+		out[i] = score(name+strings.Repeat("p", length-len(name)), v)
 	}
-	scores := func(v float64) []contract.Score {
-		out := make([]contract.Score, len(names))
-		for i, n := range names {
-			out[i] = score(n, v)
-		}
-		return out
-	}
-	base := time.Now().Add(-time.Minute).Truncate(time.Second)
-	status, reply := s.send(t, scoreEvent(t, base, contract.ScoreUpdated{Resource: "ledger-full", Items: []contract.ClusterScores{item("c4", scores(1)...)}}))
-	if r := result(t, reply); status != http.StatusOK || r.Items[0].Outcome != contract.OutcomeWritten {
-		t.Fatalf("filling the ledger: %d %+v", status, r.Items[0])
-	}
-	if n := len(ledgerMessage(t, "c4", "ledger-full")); n < 31000 || n > 32768 {
-		t.Fatalf("ledger is %d bytes, want just under 32 KiB", n)
-	}
-
-	rewrite := scoreEvent(t, base.Add(time.Second+123456789*time.Nanosecond), contract.ScoreUpdated{Resource: "ledger-full", Items: []contract.ClusterScores{item("c4", scores(2)...)}})
-	honest := scoreEvent(t, base.Add(2*time.Second), contract.ScoreUpdated{Resource: "ledger-full", Items: []contract.ClusterScores{item("c4", score(names[0], 3))}})
-	merged := s.mergedWrites(t)
-	statuses, results := sendTogether(t, s, rewrite, honest)
-	if s.mergedWrites(t) == merged {
-		t.Fatal("the rewrite and the honest update did not share a write")
-	}
-	if statuses[1] != http.StatusOK || results[1].Items[0].Outcome != contract.OutcomeWritten {
-		t.Errorf("honest update coalesced with the overflowing one: %d %+v, want 200 Written", statuses[1], results[1].Items[0])
-	}
-	if r := results[0].Items[0]; r.Outcome != contract.OutcomeFailed || r.Reason != contract.ReasonRejected || r.Retriable {
-		t.Errorf("overflowing rewrite: %d %+v, want Failed Rejected, not retriable", statuses[0], r)
-	}
-	got := scoresOf(get(t, "c4", "ledger-full"))
-	if got[names[0]] != 3 || got[names[1]] != 1 {
-		t.Errorf("%s = %d, %s = %d; want 3 (honest) and 1 (the rewrite refused)", names[0][:4], got[names[0]], names[1][:4], got[names[1]])
-	}
-	if n := len(ledgerMessage(t, "c4", "ledger-full")); n > 32768 {
-		t.Errorf("ledger is %d bytes", n)
-	}
+	return out
 }
 
-func ledgerMessage(t *testing.T, cluster, resource string) string {
+// statusBytes is what contract.MaxObjectStatusBytes bounds: an object's scores and the writer's
+// ledger conditions, as written.
+func statusBytes(t testing.TB, obj *clusterv1alpha1.AddOnPlacementScore) int {
 	t.Helper()
-	obj := get(t, cluster, resource)
-	if obj == nil {
-		t.Fatalf("%s/%s not on the hub", cluster, resource)
+	b, err := json.Marshal(obj.Status.Scores)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c := meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionObservations)
-	if c == nil {
-		t.Fatalf("%s/%s has no ledger", cluster, resource)
+	n := len(b)
+	for _, c := range obj.Status.Conditions {
+		if strings.HasPrefix(c.Type, scorewriter.ConditionObservations) {
+			n += len(c.Message)
+		}
 	}
-	return c.Message
+	return n
+}
+
+// One AddOnPlacementScore holds a DSF scorer's scores over ${node};${namespace};${pod} on a
+// cluster of 2,000 pods (100-character names), from one producer or several, on the real hub.
+// The largest object the writer's bound lets through (found name by name) is stored by the API
+// server and etcd, for 100- and 253-character names; one name more is refused alone (Failed,
+// Rejected, not retriable) and changes nothing.
+func TestObjectBoundOnTheRealHub(t *testing.T) {
+	t.Parallel()
+	s := startWriter(t, serverOpts{})
+	ctx := context.Background()
+	api := hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("c4")
+	send := func(resource, source string, observed time.Time, scores []contract.Score) (int, contract.ItemResult) {
+		t.Helper()
+		e := scoreEvent(t, observed, contract.ScoreUpdated{Resource: resource, Items: []contract.ClusterScores{item("c4", scores...)}})
+		e.SetSource(source)
+		status, reply := s.send(t, e)
+		return status, result(t, reply).Items[0]
+	}
+	observed := time.Now().Add(-time.Minute).Truncate(time.Second)
+
+	t.Run("2,000 scores, one producer", func(t *testing.T) {
+		t.Cleanup(func() { _ = api.Delete(ctx, "dsf-pods", metav1.DeleteOptions{}) })
+		start := time.Now()
+		if status, r := send("dsf-pods", "test/dsf", observed, manyScores("node;ns;pod", 2000, 100, 1)); status != http.StatusOK || r.Outcome != contract.OutcomeWritten {
+			t.Fatalf("%d %+v", status, r)
+		}
+		took := time.Since(start)
+		obj := get(t, "c4", "dsf-pods")
+		if len(obj.Status.Scores) != 2000 {
+			t.Fatalf("%d scores on the hub", len(obj.Status.Scores))
+		}
+		t.Logf("2,000 scores of 100 characters written (create + status) in %s: %d bytes of scores and ledger", took.Round(time.Millisecond), statusBytes(t, obj))
+	})
+
+	t.Run("2,000 scores, four producers", func(t *testing.T) {
+		t.Cleanup(func() { _ = api.Delete(ctx, "dsf-shared", metav1.DeleteOptions{}) })
+		for p := range 4 {
+			if status, r := send("dsf-shared", fmt.Sprintf("test/dsf-%d", p), observed.Add(time.Duration(p)*time.Second), manyScores(fmt.Sprintf("p%d;ns;pod", p), 500, 100, 1)); status != http.StatusOK || r.Outcome != contract.OutcomeWritten {
+				t.Fatalf("producer %d: %d %+v", p, status, r)
+			}
+		}
+		if n := len(get(t, "c4", "dsf-shared").Status.Scores); n != 2000 {
+			t.Fatalf("%d scores on the hub, want 2000", n)
+		}
+	})
+
+	for _, length := range []int{100, 253} {
+		t.Run(fmt.Sprintf("at the bound, %d-character names", length), func(t *testing.T) {
+			// Binary search for the most names that fit, each try a fresh object.
+			tries := 0
+			try := func(n int) bool {
+				tries++
+				resource := fmt.Sprintf("bound-%d-%d", length, tries)
+				t.Cleanup(func() { _ = api.Delete(ctx, resource, metav1.DeleteOptions{}) })
+				status, r := send(resource, "test/bound", observed, manyScores("s", n, length, 1))
+				switch {
+				case status == http.StatusOK && r.Outcome == contract.OutcomeWritten:
+					return true
+				case status == http.StatusUnprocessableEntity && r.Outcome == contract.OutcomeFailed && r.Reason == contract.ReasonRejected && !r.Retriable:
+					if get(t, "c4", resource) != nil && len(get(t, "c4", resource).Status.Scores) > 0 {
+						t.Errorf("%d names refused, yet written", n)
+					}
+					return false
+				}
+				t.Fatalf("%d names: %d %+v, want Written or Failed/Rejected", n, status, r)
+				return false
+			}
+			lo, hi := contract.MaxObjectStatusBytes/(3*length), contract.MaxObjectStatusBytes/(2*length)
+			if !try(lo) || try(hi) {
+				t.Fatalf("%d names must fit and %d must not", lo, hi)
+			}
+			for hi-lo > 1 {
+				if mid := (lo + hi) / 2; try(mid) {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			resource := fmt.Sprintf("bound-%d-at", length)
+			t.Cleanup(func() { _ = api.Delete(ctx, resource, metav1.DeleteOptions{}) })
+			if status, r := send(resource, "test/bound", observed, manyScores("s", lo, length, 1)); status != http.StatusOK || r.Outcome != contract.OutcomeWritten {
+				t.Fatalf("at the bound, %d names: %d %+v", lo, status, r)
+			}
+			// One more name on the full object: refused, the object unchanged.
+			before := get(t, "c4", resource)
+			status, r := send(resource, "test/bound", observed.Add(time.Second), manyScores("s", lo+1, length, 1))
+			if status != http.StatusUnprocessableEntity || r.Outcome != contract.OutcomeFailed || r.Reason != contract.ReasonRejected || !strings.Contains(r.Message, "over the") {
+				t.Errorf("one name past the bound: %d %+v, want 422 Failed/Rejected saying so", status, r)
+			}
+			if after := get(t, "c4", resource); after.ResourceVersion != before.ResourceVersion {
+				t.Error("the refused update changed the object")
+			}
+			stored, err := api.Get(ctx, resource, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, _ := json.Marshal(stored)
+			t.Logf("%d-character names: the bound holds %d (%d bytes of scores and ledger; the object as the API server serves it, managedFields included, %d bytes, etcd's limit 1,572,864)",
+				length, lo, statusBytes(t, before), len(whole))
+		})
+	}
 }

@@ -54,8 +54,8 @@ func TestWritesScoresValidUntilAndCondition(t *testing.T) {
 	}
 	// The ledger of observation times is on the object, so order survives a writer restart.
 	if c := meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionObservations); c == nil ||
-		!strings.Contains(c.Message, `"cpuAvailable":["`+observed.UTC().Format(time.RFC3339Nano)) {
-		t.Errorf("ledger condition = %+v, want cpuAvailable observed at %s", c, observed.UTC().Format(time.RFC3339Nano))
+		!strings.Contains(c.Message, `"observed":"`+observed.UTC().Format(time.RFC3339Nano)+`","validUntil":"`+observed.Add(time.Minute).UTC().Format(time.RFC3339Nano)+`","names":["cpuAvailable","memAvailable"]`) {
+		t.Errorf("ledger condition = %+v, want cpuAvailable and memAvailable observed at %s", c, observed.UTC().Format(time.RFC3339Nano))
 	}
 	if got := scoresOf(get(t, "c2", "basic")); got["cpuAvailable"] != 100 {
 		t.Errorf("c2 scores = %v", got)
@@ -296,10 +296,12 @@ func TestExpiredScoresAreDroppedAndPastValidUntilIsStale(t *testing.T) {
 		t.Errorf("validUntil = %v, want %v", obj.Status.ValidUntil, later)
 	}
 
+	// Nothing of an event whose validUntil has passed is written, and its sender hears so: a
+	// write.failed (422: every item failed for good), not a write.done.
 	past := time.Now().Add(-time.Minute)
 	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "expiry-past", ValidUntil: &past, Items: []contract.ClusterScores{item("c3", score("x", 1))}}))
-	if r := result(t, reply); status != http.StatusOK || r.Items[0].Reason != contract.ReasonStale {
-		t.Errorf("validUntil in the past: %d %+v", status, r.Items[0])
+	if r := result(t, reply); status != http.StatusUnprocessableEntity || reply.Type() != contract.TypeWriteFailed || r.Items[0].Outcome != contract.OutcomeFailed || r.Items[0].Reason != contract.ReasonStale {
+		t.Errorf("validUntil in the past: %d %s %+v, want 422 write.failed, the item Failed/Stale", status, reply.Type(), r.Items[0])
 	}
 	if get(t, "c3", "expiry-past") != nil {
 		t.Error("an already-expired score was written")

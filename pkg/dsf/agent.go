@@ -1,0 +1,268 @@
+package dsf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/scorer"
+)
+
+// The hub resources the agent watches.
+var (
+	ScorersResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "dynamicscorers"}
+	ConfigsResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "dynamicscoringconfigs"}
+)
+
+// retryInterval is when a scorer whose interval is not known yet (its /config did not answer, its
+// spec does not resolve) is tried again: DSF's controller probes scorers every 30 seconds.
+const retryInterval = 30 * time.Second
+
+// Sender delivers an event; function.Sender (K_SINK: the hub's agent gateway) is the one used.
+type Sender interface {
+	Send(ctx context.Context, e event.Event) error
+}
+
+// Agent is agent mode, DSF's agent on one managed cluster: it runs every DynamicScorer of one hub
+// namespace, each on its own scoring.params.interval, against this cluster's Prometheus and
+// scorers (as the deployment's Endpoints map them), and sends this cluster's scores as one
+// score.updated per round to Sender. Masks of the DynamicScoringConfig dynamic-scoring-config
+// that name this cluster keep the scorer from being called at all.
+type Agent struct {
+	Runner  *Runner
+	Cluster string
+	// Source is the events' source (the gateway names the sender again, from its identity).
+	Source string
+	Sender Sender
+	Log    *slog.Logger
+	// Owns, when not nil, refuses a resource the deployment does not let the agent score (the
+	// gateway refuses it anyway): the scorer is not asked.
+	Owns func(resource string) error
+
+	masks   atomic.Pointer[Masks]
+	mu      sync.Mutex
+	workers map[string]*worker
+	wg      sync.WaitGroup
+	synced  atomic.Bool
+}
+
+type worker struct {
+	spec   []byte // the DynamicScorer's spec as JSON: a change restarts the worker
+	cancel context.CancelFunc
+}
+
+// Ready reports whether the agent has read the hub's DynamicScorers once.
+func (a *Agent) Ready() error {
+	if !a.synced.Load() {
+		return errors.New("the hub's DynamicScorers are not read yet")
+	}
+	return nil
+}
+
+// Run watches the DynamicScorers and DynamicScoringConfigs of namespace on the hub until ctx
+// ends, keeping one worker per scorer, and returns when every worker has stopped.
+func (a *Agent) Run(ctx context.Context, hub dynamic.Interface, namespace string) error {
+	if err := contract.ValidateClusterName(a.Cluster); err != nil {
+		return fmt.Errorf("--cluster: %v", err)
+	}
+	none := Masks{}
+	a.masks.Store(&none)
+	a.workers = map[string]*worker{}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(hub, 10*time.Minute, namespace, nil)
+	scorers := f.ForResource(ScorersResource).Informer()
+	configs := f.ForResource(ConfigsResource).Informer()
+	changed := make(chan struct{}, 1)
+	poke := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}
+	for _, inf := range []cache.SharedIndexInformer{scorers, configs} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), scorers.HasSynced, configs.HasSynced) {
+		a.stopAll()
+		return ctx.Err()
+	}
+	a.synced.Store(true)
+	a.Log.Info("watching the hub's DynamicScorers", "namespace", namespace, "cluster", a.Cluster)
+	for {
+		a.reconcile(ctx, scorers.GetStore().List(), configs.GetStore().List())
+		select {
+		case <-ctx.Done():
+			a.stopAll()
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// reconcile starts a worker per DynamicScorer, restarts those whose spec changed and stops those
+// deleted; masks apply from the next round of every worker.
+func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
+	masks := Masks{}
+	for _, o := range configObjs {
+		var c ScoringConfig
+		if err := fromUnstructured(o, &c); err != nil {
+			a.Log.Error("a DynamicScoringConfig does not decode", "err", err)
+			continue
+		}
+		if c.Name == ConfigName {
+			masks = NewMasks(c.Spec.Masks)
+		}
+	}
+	a.masks.Store(&masks)
+
+	want := map[string]DynamicScorer{}
+	specs := map[string][]byte{}
+	for _, o := range scorerObjs {
+		var ds DynamicScorer
+		if err := fromUnstructured(o, &ds); err != nil {
+			a.Log.Error("a DynamicScorer does not decode", "err", err)
+			continue
+		}
+		spec, _ := json.Marshal(ds.Spec)
+		want[ds.Name], specs[ds.Name] = ds, spec
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, w := range a.workers {
+		if _, ok := want[name]; !ok || string(specs[name]) != string(w.spec) {
+			w.cancel()
+			delete(a.workers, name)
+			if !ok {
+				a.Runner.Forget(name)
+				a.Log.Info("scorer removed", "scorer", name)
+			}
+		}
+	}
+	for name, ds := range want {
+		if _, ok := a.workers[name]; ok {
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		a.workers[name] = &worker{spec: specs[name], cancel: cancel}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.work(wctx, ds)
+		}()
+	}
+}
+
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	for _, w := range a.workers {
+		w.cancel()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// work runs rounds of one scorer: the first at once, then every interval.
+func (a *Agent) work(ctx context.Context, ds DynamicScorer) {
+	a.Log.Info("scorer started", "scorer", ds.Name)
+	interval := time.Duration(0)
+	lastSkip := ""
+	for {
+		next, skipped := a.Round(ctx, &ds)
+		if next > 0 {
+			interval = next
+		}
+		if skipped != lastSkip && skipped != "" {
+			a.Log.Info("scorer not run", "scorer", ds.Name, "why", skipped)
+		}
+		lastSkip = skipped
+		wait := interval
+		if wait == 0 {
+			wait = retryInterval
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Round runs ds once for the agent's cluster and sends its scores. It returns the scorer's
+// interval (0 when not known: the spec did not resolve) and, when nothing was asked of the
+// scoring endpoint, why.
+func (a *Agent) Round(ctx context.Context, ds *DynamicScorer) (interval time.Duration, skipped string) {
+	rounds := a.Runner.metrics.rounds
+	ev, err := a.Runner.Evaluate(ctx, ds, scope{Cluster: a.Cluster, Masks: *a.masks.Load(), Owns: a.Owns})
+	if err != nil {
+		if ctx.Err() == nil {
+			rounds.WithLabelValues(ds.Name, "failed").Inc()
+			a.failed(ds.Name, err)
+		}
+		return 0, ""
+	}
+	if ev.Skipped != "" {
+		rounds.WithLabelValues(ds.Name, "skipped").Inc()
+		return ev.Plan.Interval, ev.Skipped
+	}
+	if len(ev.Mapped.Items) == 0 {
+		rounds.WithLabelValues(ds.Name, "empty").Inc()
+		a.Log.Info("the scorer answered no scores: nothing sent", "scorer", ds.Name, "dropped", ev.Mapped.Dropped)
+		return ev.Plan.Interval, ""
+	}
+	su := contract.ScoreUpdated{Resource: ev.Plan.Resource, Items: ev.Mapped.Items}
+	vu := ev.Observed.Add(validityIntervals * max(ev.Plan.Interval, time.Minute))
+	su.ValidUntil = &vu
+	e, err := contract.NewScoreUpdated(a.Source, ev.Observed, su)
+	if err == nil {
+		err = a.Sender.Send(ctx, e)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			rounds.WithLabelValues(ds.Name, "failed").Inc()
+			a.Log.Error("sending the scores failed", "scorer", ds.Name, "resource", su.Resource, "err", err)
+		}
+		return ev.Plan.Interval, ""
+	}
+	rounds.WithLabelValues(ds.Name, "sent").Inc()
+	a.Log.Info("scores sent", "scorer", ds.Name, "resource", su.Resource, "scores", len(su.Items[0].Scores), "id", e.ID())
+	return ev.Plan.Interval, ""
+}
+
+func (a *Agent) failed(name string, err error) {
+	var se *scorer.Error
+	if errors.As(err, &se) {
+		a.Log.Warn("scoring failed", "scorer", name, "reason", se.Reason, "retriable", se.Retriable, "err", se.Err.Error())
+		return
+	}
+	a.Log.Warn("scoring failed", "scorer", name, "err", err.Error())
+}
+
+// fromUnstructured decodes an informer's object into v (the API server has pruned unknown fields).
+func fromUnstructured(o any, v any) error {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected %T", o)
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

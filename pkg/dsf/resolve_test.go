@@ -1,0 +1,190 @@
+package dsf
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testSettings = Settings{
+	Endpoints: Endpoints{
+		"http://<nodeip>:30007":           "http://10.0.0.5:30007",
+		"http://prom.monitoring.svc:9090": "http://10.0.0.9:9090",
+		"http://scorer.example":           "http://10.0.0.7",
+		"http://other-prom:9090":          "http://10.0.0.8:9090",
+	},
+	TokenDir: "/tokens",
+}
+
+func scorerOf(spec ScorerSpec) *DynamicScorer {
+	ds := &DynamicScorer{Spec: spec}
+	ds.Name = "s"
+	return ds
+}
+
+// TestResolveMergesLikeDSF: with configSyncMode Full a field /config sets wins, field by field;
+// what it leaves out comes from the spec, and hosts from configURL last, as DSF's controller builds
+// its summaries (getValid* in internal/controller/dynamicscoringconfig_controller.go).
+func TestResolveMergesLikeDSF(t *testing.T) {
+	base := ScorerSpec{
+		ConfigURL: "http://<NodeIP>:30007/config", ConfigSyncMode: SyncFull, Location: "Internal", ScoreDestination: DestinationAPS,
+		ScoreDimensionFormat: "${node};${namespace};${pod}",
+		Source: SourceSpec{Host: "http://prom.monitoring.svc:9090", Path: "/api/v1/query_range", Params: &SourceParams{Query: "spec_query", Range: 600, Step: 30},
+			Auth: &Auth{TokenSecretRef: SecretRef{Name: "source-query-secret", Key: "token"}}},
+		Scoring: ScoringSpec{Path: "/spec-scoring", Params: &ScoringParams{Name: "spec_score", Interval: 45},
+			Auth: &Auth{TokenSecretRef: SecretRef{Name: "api-auth-secret", Key: "token"}}},
+	}
+	sample := &RemoteConfig{Name: "sample-scorer",
+		Source:  RemoteSource{Type: "Prometheus", Host: "http://other-prom:9090", Path: "/api/v1/query_range", Params: SourceParams{Query: "a; b ;", Range: 3600, Step: 60}},
+		Scoring: RemoteScoring{Path: "/scoring", Params: ScoringParams{Name: "sample_my_score", Interval: 30}}}
+	tests := []struct {
+		name   string
+		spec   func(*ScorerSpec)
+		remote *RemoteConfig
+		want   Plan
+	}{
+		{"Full: /config wins field by field, auth stays the spec's", nil, sample, Plan{
+			ScoreName: "sample_my_score", Resource: "sample-my-score", Interval: 30 * time.Second,
+			Queries: []string{"a", "b"}, Range: time.Hour, Step: time.Minute, PromURL: "http://10.0.0.8:9090", PromToken: "/tokens/source-query-secret/token",
+			ScoringURL: "http://10.0.0.5:30007/scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+		{"Full: what /config leaves out falls back to the spec", nil, &RemoteConfig{
+			Source:  RemoteSource{Type: "prometheus", Params: SourceParams{Range: 120}},
+			Scoring: RemoteScoring{Params: ScoringParams{Name: "partial"}}}, Plan{
+			ScoreName: "partial", Resource: "partial", Interval: 45 * time.Second,
+			Queries: []string{"spec_query"}, Range: 2 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.9:9090", PromToken: "/tokens/source-query-secret/token",
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+		{"/config's scoring.host is the scoring host (DSF's controller takes the source host: not copied)", nil, &RemoteConfig{
+			Source:  RemoteSource{Type: "None", Host: "http://other-prom:9090"},
+			Scoring: RemoteScoring{Host: "http://scorer.example", Path: "/s", Params: ScoringParams{Name: "n", Interval: 10}}}, Plan{
+			ScoreName: "n", Resource: "n", Interval: 10 * time.Second, ScoringURL: "http://10.0.0.7/s", ScoringToken: "/tokens/api-auth-secret/token"}},
+		{"None: the spec alone, hosts from configURL when it names none", func(s *ScorerSpec) {
+			s.ConfigSyncMode, s.Source.Type, s.Source.Host = SyncNone, "Prometheus", ""
+		}, nil, Plan{
+			ScoreName: "spec_score", Resource: "spec-score", Interval: 45 * time.Second,
+			Queries: []string{"spec_query"}, Range: 10 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.5:30007", PromToken: "/tokens/source-query-secret/token",
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+		{"scoreDestination None: resolved, written nowhere", func(s *ScorerSpec) {
+			s.ConfigSyncMode, s.Source.Type, s.ScoreDestination = SyncNone, "None", DestinationNone
+		}, nil, Plan{
+			ScoreName: "spec_score", Resource: "spec-score", Interval: 45 * time.Second,
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := base
+			spec.Source.Params, spec.Scoring.Params = new(SourceParams), new(ScoringParams)
+			*spec.Source.Params, *spec.Scoring.Params = *base.Source.Params, *base.Scoring.Params
+			if tt.spec != nil {
+				tt.spec(&spec)
+			}
+			ds := scorerOf(spec)
+			if _, err := Prepare(ds, testSettings); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Resolve(ds, tt.remote, testSettings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.want
+			want.Scorer, want.Format, want.Write = "s", "${node};${namespace};${pod}", spec.ScoreDestination == DestinationAPS
+			if !reflect.DeepEqual(*got, want) {
+				t.Errorf("plan\n  %+v\nwant\n  %+v", *got, want)
+			}
+		})
+	}
+}
+
+// TestResolveRefuses: what DSF's controller would leave out is refused with the field named; a
+// host the deployment did not list is never resolved to a URL.
+func TestResolveRefuses(t *testing.T) {
+	ok := ScorerSpec{ConfigURL: "http://scorer.example/config", ConfigSyncMode: SyncNone, Location: "External", ScoreDestination: DestinationAPS,
+		Source: SourceSpec{Type: "None"}, Scoring: ScoringSpec{Path: "/scoring", Params: &ScoringParams{Name: "n", Interval: 30}}}
+	tests := []struct {
+		name  string
+		edit  func(*ScorerSpec)
+		quote string
+	}{
+		{"no configURL", func(s *ScorerSpec) { s.ConfigURL = "" }, "configURL: is required"},
+		{"configURL not listed", func(s *ScorerSpec) { s.ConfigURL = "http://elsewhere:8000/config" }, "http://elsewhere:8000 is not one of the deployment's endpoints"},
+		{"configURL not http", func(s *ScorerSpec) { s.ConfigURL = "file:///etc/passwd" }, "configURL:"},
+		{"sync mode", func(s *ScorerSpec) { s.ConfigSyncMode = "" }, "configSyncMode"},
+		{"location (DSF skips such a scorer)", func(s *ScorerSpec) { s.Location = "" }, "location: is required"},
+		{"destination (DSF skips such a scorer)", func(s *ScorerSpec) { s.ScoreDestination = "" }, "scoreDestination: is required"},
+		{"unknown placeholder", func(s *ScorerSpec) { s.ScoreDimensionFormat = "${rack}" }, "unknown placeholder ${rack}"},
+		{"a Secret key out of its directory", func(s *ScorerSpec) {
+			s.Scoring.Auth = &Auth{TokenSecretRef: SecretRef{Name: "api-auth-secret", Key: "../../etc/passwd"}}
+		}, "tokenSecretRef.key"},
+		{"a Secret name out of its directory", func(s *ScorerSpec) { s.Source.Auth = &Auth{TokenSecretRef: SecretRef{Name: "..", Key: "token"}} }, "tokenSecretRef.name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			s.Scoring.Params = &ScoringParams{Name: "n", Interval: 30}
+			tt.edit(&s)
+			_, err := Prepare(scorerOf(s), testSettings)
+			if err == nil || !strings.Contains(err.Error(), tt.quote) {
+				t.Errorf("err = %v, want one mentioning %q", err, tt.quote)
+			}
+		})
+	}
+	resolveTests := []struct {
+		name   string
+		edit   func(*ScorerSpec)
+		remote *RemoteConfig
+		quote  string
+	}{
+		{"no interval anywhere", func(s *ScorerSpec) { s.Scoring.Params.Interval = 0 }, nil, "scoring.params.interval: is required"},
+		{"no score name anywhere", func(s *ScorerSpec) { s.Scoring.Params.Name = "" }, nil, "scoring.params.name: is required"},
+		{"no source type", func(s *ScorerSpec) { s.Source.Type = "" }, nil, "source.type: is required"},
+		{"another source", func(s *ScorerSpec) { s.Source.Type = "OpenTelemetry" }, nil, `source.type: "OpenTelemetry"`},
+		{"no query", func(s *ScorerSpec) {
+			s.Source.Type = "Prometheus"
+			s.Source.Params = &SourceParams{Range: 60, Step: 60}
+		}, nil, "source.params.query: is required"},
+		{"step over range", func(s *ScorerSpec) {
+			s.Source.Type = "Prometheus"
+			s.Source.Params = &SourceParams{Query: "up", Range: 60, Step: 120}
+		}, nil, "source.params.range, step"},
+		{"not query_range", func(s *ScorerSpec) {
+			s.Source.Type, s.Source.Path = "Prometheus", "/api/v1/query"
+			s.Source.Params = &SourceParams{Query: "up", Range: 60, Step: 60}
+		}, nil, "source.path"},
+		{"/config names a host the deployment did not list", nil, &RemoteConfig{
+			Source:  RemoteSource{Type: "Prometheus", Host: "http://169.254.169.254", Path: "/api/v1/query_range", Params: SourceParams{Query: "up", Range: 60, Step: 60}},
+			Scoring: RemoteScoring{Path: "/scoring", Params: ScoringParams{Name: "n", Interval: 30}}}, "the scorer's /config source.host: http://169.254.169.254 is not one of the deployment's endpoints"},
+		{"a score name that makes an invalid object name", func(s *ScorerSpec) { s.Scoring.Params.Name = "a..b" }, nil, `"a..b" is not a valid AddOnPlacementScore name`},
+	}
+	for _, tt := range resolveTests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			s.Scoring.Params = &ScoringParams{Name: "n", Interval: 30}
+			if tt.edit != nil {
+				tt.edit(&s)
+			}
+			_, err := Resolve(scorerOf(s), tt.remote, testSettings)
+			if err == nil || !strings.Contains(err.Error(), tt.quote) {
+				t.Errorf("err = %v, want one mentioning %q", err, tt.quote)
+			}
+		})
+	}
+}
+
+// TestResourceNameAsDSF: the AddOnPlacementScore's name is the score name sanitised exactly as
+// DSF's agent does (sanitizeResourceName).
+func TestResourceNameAsDSF(t *testing.T) {
+	for in, want := range map[string]string{
+		"sample_my_score":               "sample-my-score",
+		"llm_forecast_score":            "llm-forecast-score",
+		"LLM__Forecast Score":           "llm-forecast-score",
+		"":                              "score",
+		"__":                            "score",
+		".x.":                           "x",
+		"-a.b-":                         "a.b",
+		strings.Repeat("a", 252) + "_b": strings.Repeat("a", 252),
+	} {
+		if got := ResourceName(in); got != want {
+			t.Errorf("ResourceName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
