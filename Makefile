@@ -13,7 +13,6 @@ TEST_TIMEOUT ?= 30m
 # A fleet benchmark alone takes about 25 minutes here.
 BENCH_TIMEOUT ?= 2h
 
-FUNCTIONS := $(notdir $(wildcard functions/*))
 FUZZ_PKGS := ./pkg/contract
 
 .DEFAULT_GOAL := help
@@ -24,33 +23,45 @@ help: ## Show this help.
 	@echo
 	@echo "Tools cache: $(SCOREFLOW_CACHE) (set SCOREFLOW_CACHE to move it)"
 
+# The servers `scoreflow run` starts (harness/tools.ForRun): `make run` builds only these; `make tools`
+# and `make test` build every one (kube-controller-manager, the addon manager and the governance
+# policy propagator only serve tests).
+RUN_TOOLS := etcd kube-apiserver prometheus placement knative
+
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus, the OCM placement controller and addon manager and Knative Eventing into the cache (once; minutes the first time).
+tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus (also with its Kubernetes discovery), the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
 	@hack/build-tools.sh
+
+.PHONY: tools/run
+tools/run: ## Build only the servers `make run` needs: etcd, kube-apiserver, Prometheus, the placement controller, Knative Eventing.
+	@hack/build-tools.sh $(RUN_TOOLS)
 
 .PHONY: build
 build: ## Compile every package and put each function and the CLI in bin/.
-	$(GO) build ./...
 	@mkdir -p bin
-	@for f in $(FUNCTIONS); do $(GO) build -trimpath -o bin/$$f ./functions/$$f || exit 1; done
-	@if [ -d cmd/scoreflow ]; then $(GO) build -trimpath -o bin/scoreflow ./cmd/scoreflow; fi
+	@echo "build: the functions and the CLI into bin/ (cold: a few minutes)"
+	$(GO) build -o bin/ ./functions/... ./cmd/scoreflow
+	$(GO) build ./...
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
+# Flags for `scoreflow run` (e.g. RUN_ARGS=--lock-wait=10m).
+RUN_ARGS ?=
+
 .PHONY: run
-run: tools build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
-	bin/scoreflow run
+run: tools/run build ## Run the whole flow locally on real Knative Eventing: hub, placement controller, Prometheus with demo data, every function. Ctrl-C stops it.
+	bin/scoreflow run $(RUN_ARGS)
 
 .PHONY: browser
 browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
 	@hack/install-chromium.sh
 
 .PHONY: run-oidc
-run-oidc: tools build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
-	bin/scoreflow run --oidc
+run-oidc: tools/run build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
+	bin/scoreflow run --oidc $(RUN_ARGS)
 
 .PHONY: run-tls
-run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
-	bin/scoreflow run --tls --oidc
+run-tls: tools/run build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
+	bin/scoreflow run --tls --oidc $(RUN_ARGS)
 
 .PHONY: dsf-deps
 dsf-deps: ## Install Debian's FastAPI, uvicorn, pydantic, Jinja2 and requests if missing (the DSF tests run DSF's own scorers unmodified; uses sudo unless root).
@@ -84,9 +95,9 @@ clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the s
 
 # ---- Knative deployment ---------------------------------------------------------------------------
 # Builds every function with ko and applies a variant of config/ (kustomize overlays of deploy/,
-# brokers/, triggers/, eventtypes/ and oidc/) to the cluster of the current kubectl context
-# (`kn quickstart kind` makes a kind cluster named knative). Re-applying a variant keeps it: it is
-# the whole desired state, nothing is patched by hand. ko is needed only here:
+# brokers/, triggers/, eventtypes/ and oidc/) to KUBE_CONTEXT (`kn quickstart kind` makes a kind
+# cluster named knative, context kind-knative). Re-applying a variant keeps it: it is the whole
+# desired state, nothing is patched by hand. ko is needed only here:
 # `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
 # test/deploy and config/ check the same YAML. See docs/quickstart.md.
 KO ?= ko
@@ -94,8 +105,18 @@ KUBECTL ?= kubectl
 KIND_CLUSTER_NAME ?= knative
 # Where images go: kind.local loads them straight into the kind cluster's nodes.
 KO_DOCKER_REPO ?= kind.local
-# What to deploy: a directory of config/.
+# The context deploy and undeploy act on. Images loaded into a kind cluster belong to that cluster,
+# so with kind.local it is kind-$(KIND_CLUSTER_NAME) whatever the current context is (`kind create
+# cluster` switches the current context to the cluster it creates); with a registry, the current one.
+KUBE_CONTEXT ?= $(if $(filter kind.local,$(KO_DOCKER_REPO)),kind-$(KIND_CLUSTER_NAME),$(shell $(KUBECTL) config current-context 2>/dev/null))
+# The platform the images are built for: this machine's, which is what its kind nodes run (ko alone
+# builds linux/amd64, which Apple silicon's arm64 nodes cannot run). For a registry serving nodes of
+# both: PLATFORM=linux/amd64,linux/arm64.
+PLATFORM ?= linux/$(shell $(GO) env GOARCH)
+# What to deploy: a directory of config/ (VARIANT), or any kustomization (CONFIG), e.g. one of
+# your own on top of a variant (oidc/README.md).
 VARIANT ?= default
+CONFIG ?= config/$(VARIANT)
 VARIANTS := $(patsubst config/%/kustomization.yaml,%,$(wildcard config/*/kustomization.yaml))
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 KO_ENV = KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=$(KO_DOCKER_REPO) KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) VERSION=$(VERSION)
@@ -106,17 +127,19 @@ ko-installed:
 
 .PHONY: variant
 variant:
-	@test -f config/$(VARIANT)/kustomization.yaml || { echo "VARIANT=$(VARIANT): no such variant; one of: $(VARIANTS)"; exit 1; }
+	@test -f $(CONFIG)/kustomization.yaml || { echo "$(CONFIG) has no kustomization.yaml: VARIANT is one of $(VARIANTS), or set CONFIG to a kustomization"; exit 1; }
+	@test -n "$(KUBE_CONTEXT)" || { echo "no kubectl context: set KUBE_CONTEXT (kubectl config get-contexts lists them)"; exit 1; }
 
 .PHONY: deploy
-deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/) to the current cluster.
-	set -o pipefail; $(KUBECTL) kustomize config/$(VARIANT) | $(KO_ENV) $(KO) apply -f -
+deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/; or CONFIG, a kustomization of your own) to KUBE_CONTEXT (kind-knative with kind images).
+	@echo "deploy: $(CONFIG) to context $(KUBE_CONTEXT), images for $(PLATFORM) into $(KO_DOCKER_REPO)"
+	set -o pipefail; $(KUBECTL) kustomize $(CONFIG) | $(KO_ENV) $(KO) apply --context=$(KUBE_CONTEXT) --platform=$(PLATFORM) -f -
 
 .PHONY: undeploy
 undeploy: variant ## Remove everything `make deploy VARIANT=...` created (the namespace, the cluster-wide RBAC, the broker, triggers and EventTypes).
-	$(KUBECTL) delete --ignore-not-found -k config/$(VARIANT)
+	$(KUBECTL) --context=$(KUBE_CONTEXT) delete --ignore-not-found -k $(CONFIG)
 
 .PHONY: publish/local
 publish/local: ko-installed ## Build every function image into the local Docker daemon (ko.local) without deploying.
-	KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=ko.local VERSION=$(VERSION) $(KO) build --base-import-paths ./functions/...
+	KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=ko.local VERSION=$(VERSION) $(KO) build --platform=$(PLATFORM) --base-import-paths ./functions/...
 # ---- end Knative deployment -----------------------------------------------------------------------

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real servers that tests and `make run` use (kube-apiserver, etcd, kube-controller-manager
-# for its garbage collector, Prometheus, the OCM placement controller and addon manager, the Knative
-# Eventing processes, the governance policy propagator) from pinned Go modules under tools/, into a
+# for its garbage collector, Prometheus (twice: with and without its Kubernetes discovery), the OCM
+# placement controller and addon manager, the Knative Eventing processes, the governance policy
+# propagator) from pinned Go modules under tools/, into a
 # cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its ldflags
 # or the Go version change.
 #
-# usage: hack/build-tools.sh [tool ...]     (default: all)
+# usage: hack/build-tools.sh [tool ...]     (default: all; `make run` names only the ones it starts)
 # env:   SCOREFLOW_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/scoreflow)
 set -euo pipefail
 
@@ -24,6 +25,7 @@ declare -A pkg=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [prometheus]=github.com/prometheus/prometheus/cmd/prometheus
+  [prometheus-kubernetes-sd]=github.com/prometheus/prometheus/cmd/prometheus
   [placement]=open-cluster-management.io/ocm/cmd/placement
   [addon-manager]=open-cluster-management.io/ocm/cmd/addon
   [governance-policy-propagator]=open-cluster-management.io/governance-policy-propagator
@@ -36,6 +38,7 @@ declare -A pkg=(
 # kube-controller-manager (only its garbage collector runs) likewise comes from kube-apiserver's
 # kubernetes module, so the two are one Kubernetes version.
 declare -A moddir=(
+  [prometheus-kubernetes-sd]=prometheus
   [addon-manager]=placement
   [kube-controller-manager]=kube-apiserver
 )
@@ -51,11 +54,15 @@ declare -A ldflags=(
 )
 # Build tags per tool. Prometheus 3.10 and later leave out every cloud service discovery (AWS, Azure,
 # GCE, Kubernetes, ...) with remove_all_sd: scoreflow's Prometheus scrapes static targets and takes
-# remote write, and the discoveries are most of its compile time.
+# remote write, and the discoveries are most of its compile time. The second build adds back only
+# the Kubernetes discovery (enable_kubernetes_sd), for the test that loads the scrape configuration
+# the Prometheus Operator renders from monitoring/podmonitor.yaml; it reuses the first build's
+# packages, so it costs the Kubernetes client's packages and a link, and make run does not wait for it.
 declare -A tags=(
   [prometheus]=remove_all_sd
+  [prometheus-kubernetes-sd]=remove_all_sd,enable_kubernetes_sd
 )
-order=(etcd kube-apiserver kube-controller-manager prometheus placement addon-manager knative governance-policy-propagator)
+order=(etcd kube-apiserver kube-controller-manager prometheus prometheus-kubernetes-sd placement addon-manager knative governance-policy-propagator)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 
@@ -70,16 +77,19 @@ build() {
   read -r -a pkgs <<<"${pkg[$name]}"
   stamp=$(stamp_of "$name")
   if [ -e "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
-    echo "tools: $name up to date ($bin/$name)"
+    echo "tools: [$step/${#want[@]}] $name up to date ($bin/$name)"
     return
   fi
-  echo "tools: building $name (${#pkgs[@]} main package(s); cold: minutes; progress below)"
+  echo "tools: [$step/${#want[@]}] building $name (${#pkgs[@]} main package(s); cold: minutes; progress below)"
   start=$(date +%s)
   out=$bin/$name.tmp
   rm -rf "$out"
   [ ${#pkgs[@]} -eq 1 ] || { mkdir -p "$out"; out=$out/; }
   # go build -v names each package as it compiles it: print a running count, not thousands of lines.
-  (cd "$dir" && go build -v -trimpath -tags="${tags[$name]:-}" -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
+  # No -trimpath: packages compiled with the same flags as `make build`, go vet and go test (and
+  # at the same versions: tools/knative requires the main module's versions of the modules both
+  # compile, harness/tools checks it) come out of Go's build cache instead of compiling again.
+  (cd "$dir" && go build -v -tags="${tags[$name]:-}" -ldflags="-s -w ${ldflags[$name]:-}" -o "$out" "${pkgs[@]}" 2>&1) |
     awk -v n="$name" -v t0="$start" '
       /^go: downloading/ { next }
       /^#|cannot|error:|undefined:/ { print; next }
@@ -88,7 +98,10 @@ build() {
   rm -rf "$bin/$name"
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp" > "$bin/.$name.stamp"
-  echo "tools: $name built in $(( $(date +%s) - start ))s -> $bin/$name"
+  echo "tools: [$step/${#want[@]}] $name built in $(( $(date +%s) - start ))s -> $bin/$name"
 }
 
-for t in "${want[@]}"; do build "$t"; done
+t0=$(date +%s)
+step=0
+for t in "${want[@]}"; do step=$((step + 1)); build "$t"; done
+echo "tools: ${want[*]}: ready in $(( $(date +%s) - t0 ))s"

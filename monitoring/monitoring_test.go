@@ -1,7 +1,9 @@
-// Package monitoring_test checks the Grafana dashboard and the Prometheus alerting rules in this
-// directory: the rule files pass the checks `promtool check rules` makes (the Prometheus module's
-// own rulefmt), and every panel's and rule's PromQL runs in a real Prometheus that scrapes the real
-// score-writer, static-scorer and dead-letter binaries after they have done work.
+// Package monitoring_test checks the Grafana dashboard, the Prometheus alerting rules and the
+// PodMonitor in this directory: the rule files pass the checks `promtool check rules` makes (the
+// Prometheus module's own rulefmt), every panel's and rule's PromQL runs in a real Prometheus that
+// scrapes the real score-writer, static-scorer and dead-letter binaries after they have done work,
+// and the scrape configuration the Prometheus Operator renders from the PodMonitor makes a real
+// Prometheus discover and scrape a function's pod (podmonitor_test.go).
 package monitoring_test
 
 import (

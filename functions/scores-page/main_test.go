@@ -104,6 +104,11 @@ func TestPageInABrowser(t *testing.T) {
 			}}}}
 	_, err = hub.Cluster.ClusterV1beta1().Placements(ns).Create(ctx, balanced, metav1.CreateOptions{})
 	must(err)
+	// Additive mode (the default): the controller adds Balance and Steady, and so does the page.
+	sticky := localhub.ScorePlacement(ns, "sticky", set, "cpu-idle", "cpuIdle", 1)
+	sticky.Spec.PrioritizerPolicy.Mode = ""
+	_, err = hub.Cluster.ClusterV1beta1().Placements(ns).Create(ctx, sticky, metav1.CreateOptions{})
+	must(err)
 
 	fresh := time.Now().Add(3 * time.Minute)
 	setScores := func(cluster, resource string, validUntil time.Time, kv ...any) {
@@ -213,6 +218,13 @@ func TestPageInABrowser(t *testing.T) {
 	// Weights: 2 x cpuIdle + 1 x latency; cluster3's expired latency counts 0.
 	waitFor("the two-score Placement's totals", fmt.Sprintf(`(() => { const p = document.querySelector('.placement[data-placement=%q]'); return [...p.querySelectorAll('table.why tr')].slice(1).map(r => r.dataset.cluster + '=' + r.querySelector('.total').textContent).join(','); })()`, ns+"/fast-and-idle"),
 		equals("cluster1=260,cluster2=90,cluster3=70"), 5*time.Second)
+
+	// The Additive Placement's why has a column per prioritizer the controller weighs, and Steady
+	// gives its chosen cluster 100.
+	headJS := fmt.Sprintf(`(() => { const p = document.querySelector('.placement[data-placement=%q]'); return p ? [...p.querySelectorAll('table.why th')].map(h => h.textContent).join('|') : 'missing'; })()`, ns+"/sticky")
+	waitFor("the Additive Placement's prioritizers", headJS, equals("cluster|Balance × 1|Steady × 1|cpu-idle/cpuIdle × 1|total"), 5*time.Second)
+	steadyJS := fmt.Sprintf(`(() => { const p = document.querySelector('.placement[data-placement=%q]'); const r = p && p.querySelector('table.why tr.chosen'); return r ? r.children[2].textContent : 'none'; })()`, ns+"/sticky")
+	waitFor("Steady's part for the chosen cluster", steadyJS, equals("100 × 1 = 100"), 30*time.Second)
 
 	// A refusal shows its reason and message within a second.
 	failed := contract.NewWriteResult("scoreflow/score-writer", contract.WriteResult{Input: contract.EventRef{Source: "manual", ID: "too-big", Type: contract.TypeScoreUpdated},

@@ -38,6 +38,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promlocal"
+	"github.com/scoreflow/scoreflow/harness/tools"
 	"github.com/scoreflow/scoreflow/pkg/scorespage"
 )
 
@@ -143,6 +144,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	logDir := filepath.Join(opts.StateDir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	// Every server is checked before any starts: a missing one is named with the command that
+	// builds it, not found half-way through the start.
+	if err := tools.Missing(tools.ForRun...); err != nil {
 		return nil, err
 	}
 	variant := Variant(opts.OIDC, opts.TLS)

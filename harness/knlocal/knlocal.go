@@ -124,7 +124,7 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 	if err := os.MkdirAll(k.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	if k.lock, err = takeLock(opts.LockWait); err != nil {
+	if k.lock, err = takeLock(opts.LockWait, opts.Log); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -185,15 +185,23 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 }
 
 // takeLock holds a machine-wide lock for the life of a stack, waiting up to wait for another one.
-func takeLock(wait time.Duration) (*os.File, error) {
+// Waiting is logged when it starts and ends, so that a run's start-up time can be told from the wait.
+func takeLock(wait time.Duration, log *slog.Logger) (*os.File, error) {
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	start := time.Now()
+	deadline := start.Add(wait)
+	for waited := false; ; waited = true {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			if waited {
+				log.Info("took the machine-wide lock of the local Knative", "waited", time.Since(start).Round(time.Second).String())
+			}
 			return f, nil
+		}
+		if !waited && wait > 0 {
+			log.Info("waiting for another local Knative (scoreflow run or a test) to stop", "lock", lockPath, "upTo", wait.String())
 		}
 		if time.Now().After(deadline) {
 			_ = f.Close()

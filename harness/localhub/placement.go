@@ -2,9 +2,12 @@ package localhub
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -14,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 
@@ -26,6 +30,9 @@ const ClusterSetLabel = clusterv1beta2.ClusterSetLabel
 // PlacementController is the real OCM placement controller (open-cluster-management.io/ocm
 // cmd/placement, built by `make tools`) running against the hub.
 type PlacementController struct {
+	// Addr is where it serves its health checks and debug endpoint (HTTPS, self-signed).
+	Addr     string
+	hub      *rest.Config
 	cmd      *exec.Cmd
 	done     chan error
 	stopOnce sync.Once
@@ -57,9 +64,52 @@ func (h *Hub) StartPlacementController(out io.Writer) (*PlacementController, err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start placement controller: %w", err)
 	}
-	pc := &PlacementController{cmd: cmd, done: make(chan error, 1)}
+	pc := &PlacementController{Addr: listen, hub: h.Config, cmd: cmd, done: make(chan error, 1)}
 	go func() { pc.done <- cmd.Wait() }()
 	return pc, nil
+}
+
+// PrioritizerResult is one prioritizer's part in the controller's scheduling of a Placement: its
+// weight and each cluster's score (the total is the sum of weight x score).
+type PrioritizerResult struct {
+	Name   string           `json:"name"`
+	Weight int32            `json:"weight"`
+	Scores map[string]int64 `json:"scores"`
+}
+
+// Prioritize asks the running controller how it weighs a Placement's clusters now: its debug
+// endpoint (ocm pkg/placement/debugger, /debug/placements/<namespace>/<name>) runs the scheduler
+// on the current state, as a new schedule would, and answers each prioritizer's scores. It
+// authenticates with the hub's admin client certificate, which the controller verifies against
+// the hub's client CA; the controller's serving certificate is self-signed, so it is not checked.
+func (pc *PlacementController) Prioritize(ctx context.Context, namespace, name string) ([]PrioritizerResult, error) {
+	cert, err := tls.X509KeyPair(pc.hub.CertData, pc.hub.KeyData)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}}} //nolint:gosec // a local controller's self-signed certificate
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+pc.Addr+"/debug/placements/"+namespace+"/"+name, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		PrioritizeResults []PrioritizerResult `json:"prioritizeResults"`
+		Error             string              `json:"error"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &out) != nil || out.Error != "" {
+		return nil, fmt.Errorf("placement controller debug %s/%s: %s: %s", namespace, name, resp.Status, body)
+	}
+	return out.PrioritizeResults, nil
 }
 
 // Stop terminates the controller and waits for it. Safe to call twice.

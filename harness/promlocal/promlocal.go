@@ -55,7 +55,12 @@ func Run(flags ...string) (*Server, error) { return RunConfig(config, flags...) 
 // make it scrape running functions (scrape_configs) or evaluate rule files (rule_files, by
 // absolute path).
 func RunConfig(cfg string, flags ...string) (*Server, error) {
-	bin, err := tools.Path(tools.Prometheus)
+	return RunTool(tools.Prometheus, cfg, flags...)
+}
+
+// RunTool is RunConfig with another Prometheus build of `make tools` (tools.PrometheusKubernetesSD).
+func RunTool(tool, cfg string, flags ...string) (*Server, error) {
+	bin, err := tools.Path(tool)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,10 @@ func (mk *Marker) Sync(ctx context.Context) error {
 	for _, ns := range mk.Namespaces {
 		owned[ComplianceLabelPrefix+ns] = true
 		bl, err := mk.Dynamic.Resource(PlacementBindingResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelGenerated + "=true," + LabelCluster})
+		if apierrors.IsNotFound(err) {
+			// Not a missing object: the hub does not serve the kind at all.
+			return fmt.Errorf("the hub serves no PlacementBindings: install the governance policy framework (clusteradm install hub-addon --names governance-policy-framework), or run without --mark-compliance: %w", err)
+		}
 		if err != nil {
 			return fmt.Errorf("list PlacementBindings in %s: %w", ns, err)
 		}
@@ -135,13 +139,23 @@ func (mk *Marker) compliant(ctx context.Context, namespace, name, cluster string
 	return false, nil
 }
 
-// Run syncs every interval until ctx ends; a failed sync is logged and retried at the next tick.
+// Run syncs every interval until ctx ends. A failed sync is retried at the next tick; its error is
+// logged when it first happens and whenever it changes, and the recovery once: a hub without the
+// policy framework would otherwise log the same error every few seconds.
 func (mk *Marker) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var failing string
 	for {
-		if err := mk.Sync(ctx); err != nil && ctx.Err() == nil {
-			mk.Log.Error("compliance sync", "err", err)
+		err := mk.Sync(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && err.Error() != failing:
+			failing = err.Error()
+			mk.Log.Error("compliance sync", "err", err, "retryEvery", interval.String())
+		case err == nil && failing != "":
+			failing = ""
+			mk.Log.Info("compliance sync recovered")
 		}
 		select {
 		case <-ctx.Done():

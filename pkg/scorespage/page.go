@@ -271,8 +271,10 @@ func (p *Page) setPlacement(o any) {
 	if !ps.known {
 		// Decisions listed before their Placement were explained without its policy.
 		v := p.scoresViewLocked()
+		var before []string
 		for i := range ps.history {
-			ps.history[i].Why = why(ps.prioritizers, v, ps.history[i].Clusters)
+			ps.history[i].Why = why(ps.prioritizers, v, ps.history[i].Clusters, p.builtInsLocked(ps, before))
+			before = ps.history[i].Clusters
 		}
 	}
 	ps.known = true
@@ -340,6 +342,7 @@ func (p *Page) decisionChangedLocked(ps *placementState) {
 	if ps.decided && sameClusters(cur, ps.current) {
 		return
 	}
+	before := ps.current
 	ps.decided, ps.current = true, cur
 	p.placeVer++
 	p.notifyLocked()
@@ -348,11 +351,33 @@ func (p *Page) decisionChangedLocked(ps *placementState) {
 		// timeline starts at the first choice.
 		return
 	}
-	d := Decision{At: p.opts.Now(), Clusters: cur, Why: why(ps.prioritizers, p.scoresViewLocked(), cur)}
+	// Explained as the controller weighed it when it decided: Steady still held the clusters before.
+	d := Decision{At: p.opts.Now(), Clusters: cur, Why: why(ps.prioritizers, p.scoresViewLocked(), cur, p.builtInsLocked(ps, before))}
 	ps.history = append(ps.history, d)
 	if over := len(ps.history) - p.opts.History; over > 0 {
 		ps.history = append(ps.history[:0:0], ps.history[over:]...)
 	}
+}
+
+// builtInsLocked is what Steady and Balance read when the controller schedules ps while its
+// decisions hold the clusters of holding: Balance counts the decisions of every other Placement
+// the page knows (it watches them all), as the controller does.
+func (p *Page) builtInsLocked(ps *placementState, holding []string) builtIns {
+	b := builtIns{steady: map[string]bool{}, others: map[string]int64{}}
+	for _, c := range holding {
+		b.steady[c] = true
+	}
+	for _, q := range p.placements {
+		if q == ps {
+			continue
+		}
+		for _, cs := range q.decisions {
+			for _, c := range cs {
+				b.others[c]++
+			}
+		}
+	}
+	return b
 }
 
 func (p *Page) scoresViewLocked() ScoresView { return scoresView(p.scores, p.opts.Now()) }
@@ -373,7 +398,9 @@ func (p *Page) placementsViewLocked(v ScoresView) []PlacementView {
 		}
 		pv := PlacementView{Namespace: ps.namespace, Name: ps.name, Mode: ps.mode, NumberOfClusters: ps.numberOf,
 			Prioritizers: append([]Prioritizer{}, ps.prioritizers...), History: append([]Decision{}, ps.history...)}
-		pv.Current = Decision{Clusters: append([]string{}, ps.current...), Why: why(ps.prioritizers, v, ps.current)}
+		// Explained as the controller weighs it whenever it schedules again: Steady holds the
+		// current clusters, which is why a decision stays until another cluster leads by more.
+		pv.Current = Decision{Clusters: append([]string{}, ps.current...), Why: why(ps.prioritizers, v, ps.current, p.builtInsLocked(ps, ps.current))}
 		if n := len(ps.history); n > 0 {
 			pv.Current.At = ps.history[n-1].At
 		}

@@ -90,8 +90,9 @@ func view(now time.Time, objs ...*clusterv1alpha1.AddOnPlacementScore) ScoresVie
 	return scoresView(m, now)
 }
 
-// Why weighs AddOn scores as the placement controller does: weight x score, a missing or expired
-// score counts 0; highest total first; BuiltIn prioritizers are not scored.
+// Why weighs the prioritizers as the placement controller does: weight x score, a missing or
+// expired AddOn score counts 0, Steady gives the held clusters 100, Balance from other
+// Placements' decisions; highest total first.
 func TestWhy(t *testing.T) {
 	past := t0.Add(-time.Second)
 	v := view(t0,
@@ -102,22 +103,73 @@ func TestWhy(t *testing.T) {
 	if !v.Cells["c3"]["cpu/idle"].Expired || v.Cells["c1"]["cpu/idle"].Expired {
 		t.Errorf("expiry: %+v", v.Cells)
 	}
-	prios := []Prioritizer{{Type: "AddOn", Column: "cpu/idle", Weight: 2}, {Type: "BuiltIn", Name: "Steady", Weight: 1}, {Type: "AddOn", Column: "lat/p99", Weight: 1}}
-	got := why(prios, v, []string{"c2", "c9"})
+	prios := []Prioritizer{{Type: "AddOn", Column: "cpu/idle", Weight: 2}, {Type: "BuiltIn", Name: "Steady", Weight: 1},
+		{Type: "AddOn", Column: "lat/p99", Weight: 1}, {Type: "BuiltIn", Name: "ResourceAllocatableCPU", Weight: 1}}
+	in := builtIns{steady: map[string]bool{"c2": true, "c9": true}}
+	got := why(prios, v, []string{"c2", "c9"}, in)
 	var b strings.Builder
 	for _, w := range got {
 		fmt.Fprintf(&b, "%s:%d:%v:", w.Cluster, w.Total, w.Chosen)
 		for _, term := range w.Terms {
-			fmt.Fprintf(&b, "[%s %dx%d m%v e%v]", term.Column, term.Score, term.Weight, term.Missing, term.Expired)
+			fmt.Fprintf(&b, "[%s%s %dx%d m%v e%v u%v]", term.Column, term.Name, term.Score, term.Weight, term.Missing, term.Expired, term.Unknown)
 		}
 		b.WriteString(" ")
 	}
-	want := "c2:110:true:[cpu/idle 40x2 mfalse efalse][lat/p99 30x1 mfalse efalse] " +
-		"c1:90:false:[cpu/idle 50x2 mfalse efalse][lat/p99 -10x1 mfalse efalse] " +
-		"c3:0:false:[cpu/idle 0x2 mfalse etrue][lat/p99 0x1 mtrue efalse] " +
-		"c9:0:true:[cpu/idle 0x2 mtrue efalse][lat/p99 0x1 mtrue efalse] "
+	want := "c2:210:true:[cpu/idle 40x2 mfalse efalse ufalse][Steady 100x1 mfalse efalse ufalse][lat/p99 30x1 mfalse efalse ufalse][ResourceAllocatableCPU 0x1 mfalse efalse utrue] " +
+		"c9:100:true:[cpu/idle 0x2 mtrue efalse ufalse][Steady 100x1 mfalse efalse ufalse][lat/p99 0x1 mtrue efalse ufalse][ResourceAllocatableCPU 0x1 mfalse efalse utrue] " +
+		"c1:90:false:[cpu/idle 50x2 mfalse efalse ufalse][Steady 0x1 mfalse efalse ufalse][lat/p99 -10x1 mfalse efalse ufalse][ResourceAllocatableCPU 0x1 mfalse efalse utrue] " +
+		"c3:0:false:[cpu/idle 0x2 mfalse etrue ufalse][Steady 0x1 mfalse efalse ufalse][lat/p99 0x1 mtrue efalse ufalse][ResourceAllocatableCPU 0x1 mfalse efalse utrue] "
 	if b.String() != want {
 		t.Errorf("why:\n got %s\nwant %s", b.String(), want)
+	}
+}
+
+// Balance scores as ocm's plugins/balance does: 100 for a cluster no other Placement holds, else
+// 2 x int(100 x (0.5 - n/max)), truncated toward zero.
+func TestBalance(t *testing.T) {
+	in := builtIns{others: map[string]int64{"a": 3, "b": 1, "c": 2, "z": 0}}
+	for c, want := range map[string]int32{"a": -100, "b": 32, "c": -32, "d": 100, "z": 100} {
+		if got, ok := in.score("Balance", c); !ok || got != want {
+			t.Errorf("Balance(%s) = %d, %v; want %d", c, got, ok, want)
+		}
+	}
+}
+
+// The prioritizers that count, as the controller's getWeights merges them: Additive (and unset)
+// adds Balance and Steady at 1, a configured BuiltIn replaces its weight, weight 0 turns one off,
+// two AddOn configurations of one score both count; Exact counts only what is configured.
+func TestPlacementPolicy(t *testing.T) {
+	addOn := func(w int32) clusterv1beta1.PrioritizerConfig {
+		return clusterv1beta1.PrioritizerConfig{Weight: w, ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: "AddOn", AddOn: &clusterv1beta1.AddOnScore{ResourceName: "cpu", ScoreName: "idle"}}}
+	}
+	builtIn := func(name string, w int32) clusterv1beta1.PrioritizerConfig {
+		return clusterv1beta1.PrioritizerConfig{Weight: w, ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: "BuiltIn", BuiltIn: name}}
+	}
+	for _, tt := range []struct {
+		mode    clusterv1beta1.PrioritizerPolicyModeType
+		configs []clusterv1beta1.PrioritizerConfig
+		want    string
+	}{
+		{"", nil, "Additive: Balance x1 (default), Steady x1 (default)"},
+		{"Additive", []clusterv1beta1.PrioritizerConfig{addOn(1)}, "Additive: Balance x1 (default), Steady x1 (default), cpu/idle x1"},
+		{"Additive", []clusterv1beta1.PrioritizerConfig{builtIn("Steady", 0), addOn(2), builtIn("Balance", 3), addOn(1)}, "Additive: Balance x3, cpu/idle x2, cpu/idle x1"},
+		{"Exact", []clusterv1beta1.PrioritizerConfig{addOn(1), builtIn("Steady", 2), addOn(0)}, "Exact: cpu/idle x1, Steady x2"},
+		{"Exact", nil, "Exact: "},
+	} {
+		pl := &clusterv1beta1.Placement{}
+		pl.Spec.PrioritizerPolicy = clusterv1beta1.PrioritizerPolicy{Mode: tt.mode, Configurations: tt.configs}
+		mode, prios := placementPolicy(pl)
+		var parts []string
+		for _, p := range prios {
+			s := fmt.Sprintf("%s%s x%d", p.Column, p.Name, p.Weight)
+			if p.Default {
+				s += " (default)"
+			}
+			parts = append(parts, s)
+		}
+		if got := mode + ": " + strings.Join(parts, ", "); got != tt.want {
+			t.Errorf("%s %v:\n got %s\nwant %s", tt.mode, tt.configs, got, tt.want)
+		}
 	}
 }
 
@@ -144,7 +196,7 @@ func TestPlacementHistory(t *testing.T) {
 		ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: "AddOn", AddOn: &clusterv1beta1.AddOnScore{ResourceName: "cpu", ScoreName: "idle"}}}}
 	p.setPlacement(pl)
 	pv := p.Snapshot().Placements
-	if len(pv) != 1 || pv[0].Mode != "Additive" || len(pv[0].History) != 1 || pv[0].History[0].Why[0].Total != 60 {
+	if len(pv) != 1 || pv[0].Mode != "Additive" || len(pv[0].History) != 1 || pv[0].History[0].Why[0].Total != 160 {
 		t.Fatalf("after the first decision: %+v", pv)
 	}
 	now = now.Add(time.Minute)
@@ -157,7 +209,8 @@ func TestPlacementHistory(t *testing.T) {
 	if len(h) != 3 || strings.Join(h[1].Clusters, ",") != "c1" || strings.Join(h[2].Clusters, ",") != "c1,c2" || !h[1].At.Equal(now) {
 		t.Fatalf("history %+v", h)
 	}
-	if h[1].Why[0].Cluster != "c1" || h[1].Why[0].Total != 270 || !h[1].Why[0].Chosen {
+	// Additive: Balance gives both 100 (no other Placement), Steady still held c2 when c1 won.
+	if h[1].Why[0].Cluster != "c1" || h[1].Why[0].Total != 370 || !h[1].Why[0].Chosen || h[1].Why[1].Total != 260 {
 		t.Errorf("the second decision's why: %+v", h[1].Why)
 	}
 	if strings.Join(pv[0].Current.Clusters, ",") != "c1,c2" || !pv[0].Current.At.Equal(now) {

@@ -141,26 +141,42 @@ func scoresView(objs map[string]scoreObject, now time.Time) ScoresView {
 	return v
 }
 
-// Prioritizer is one entry of a Placement's prioritizerPolicy.
+// Prioritizer is one prioritizer that counts in a Placement's decision, with its weight.
 type Prioritizer struct {
 	Type string `json:"type"` // AddOn or BuiltIn
 	// Column is "resource/score" for an AddOn score; Name the BuiltIn prioritizer's name.
 	Column string `json:"column,omitempty"`
 	Name   string `json:"name,omitempty"`
 	Weight int32  `json:"weight"`
+	// Default: not configured, added by the Additive mode (Balance and Steady at weight 1).
+	Default bool `json:"default,omitempty"`
 }
 
-// Term is one AddOn prioritizer's part in a cluster's total: the score the placement controller
-// would read (0 when missing or expired) times the weight.
+// The BuiltIn prioritizers (ocm pkg/placement/controllers/scheduling).
+const (
+	builtInBalance = "Balance"
+	builtInSteady  = "Steady"
+	// maxClusterScore is what Steady gives a cluster the Placement already holds and Balance one no
+	// other Placement holds (ocm pkg/placement/plugins MaxClusterScore).
+	maxClusterScore = 100
+)
+
+// Term is one prioritizer's part in a cluster's total: the score the placement controller would
+// compute (an AddOn score: 0 when missing or expired) times the weight.
 type Term struct {
-	Column  string `json:"column"`
+	Column  string `json:"column,omitempty"` // an AddOn score
+	Name    string `json:"name,omitempty"`   // a BuiltIn prioritizer
 	Score   int32  `json:"score"`
 	Weight  int32  `json:"weight"`
 	Missing bool   `json:"missing,omitempty"` // no such score for the cluster: counts 0
 	Expired bool   `json:"expired,omitempty"` // past its validUntil: counts 0
+	// Unknown: a BuiltIn prioritizer the page cannot compute (ResourceAllocatableCPU and
+	// ResourceAllocatableMemory read ManagedCluster status, which the page does not watch); it
+	// counts in the controller's total but not in Total.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
-// ClusterWhy is one cluster's standing under a Placement's AddOn prioritizers.
+// ClusterWhy is one cluster's standing under a Placement's prioritizers.
 type ClusterWhy struct {
 	Cluster string `json:"cluster"`
 	Chosen  bool   `json:"chosen"`
@@ -200,10 +216,22 @@ type placementState struct {
 	history         []Decision
 }
 
+// placementPolicy is a Placement's mode and the prioritizers that count in its decisions, weighed
+// as the placement controller weighs them (ocm pkg/placement/controllers/scheduling, getWeights):
+// the Additive mode (also when unset) starts from Balance and Steady at weight 1, Exact from
+// nothing; a BuiltIn configuration replaces its prioritizer's weight, each AddOn configuration
+// adds a prioritizer (the controller keys them by a pointer, so two naming the same score both
+// count); a weight of 0 turns a prioritizer off.
 func placementPolicy(p *clusterv1beta1.Placement) (mode string, prios []Prioritizer) {
 	mode = string(p.Spec.PrioritizerPolicy.Mode)
 	if mode == "" {
 		mode = string(clusterv1beta1.PrioritizerPolicyModeAdditive)
+	}
+	if mode == string(clusterv1beta1.PrioritizerPolicyModeAdditive) {
+		prios = []Prioritizer{
+			{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, Name: builtInBalance, Weight: 1, Default: true},
+			{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, Name: builtInSteady, Weight: 1, Default: true},
+		}
 	}
 	for _, pc := range p.Spec.PrioritizerPolicy.Configurations {
 		sc := pc.ScoreCoordinate
@@ -212,17 +240,65 @@ func placementPolicy(p *clusterv1beta1.Placement) (mode string, prios []Prioriti
 		case sc.Type == clusterv1beta1.ScoreCoordinateTypeAddOn && sc.AddOn != nil:
 			prios = append(prios, Prioritizer{Type: clusterv1beta1.ScoreCoordinateTypeAddOn, Column: column(sc.AddOn.ResourceName, sc.AddOn.ScoreName), Weight: pc.Weight})
 		default:
-			prios = append(prios, Prioritizer{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, Name: sc.BuiltIn, Weight: pc.Weight})
+			replaced := false
+			for i := range prios {
+				if prios[i].Type == clusterv1beta1.ScoreCoordinateTypeBuiltIn && prios[i].Name == sc.BuiltIn {
+					prios[i].Weight, prios[i].Default, replaced = pc.Weight, false, true
+				}
+			}
+			if !replaced {
+				prios = append(prios, Prioritizer{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, Name: sc.BuiltIn, Weight: pc.Weight})
+			}
 		}
 	}
-	return mode, prios
+	counted := prios[:0]
+	for _, pr := range prios {
+		if pr.Weight != 0 {
+			counted = append(counted, pr)
+		}
+	}
+	return mode, counted
 }
 
-// why ranks clusters by the AddOn terms of prios, as the placement controller weighs them
-// (weight x score; a missing or expired score counts 0): highest total first, then by name.
-// BuiltIn prioritizers (Balance, Steady, ResourceAllocatable...) depend on state the page does
-// not read and are listed, not scored.
-func why(prios []Prioritizer, v ScoresView, chosen []string) []ClusterWhy {
+// builtIns is what the Steady and Balance prioritizers read when the controller schedules a
+// Placement: the clusters the Placement's own decisions hold, and how many decisions of every
+// other Placement hold each cluster.
+type builtIns struct {
+	steady map[string]bool
+	others map[string]int64
+}
+
+// score is a BuiltIn prioritizer's score of cluster c; ok is false for one the page cannot compute.
+// Steady (ocm plugins/steady): 100 for a cluster the Placement holds, else 0. Balance (ocm
+// plugins/balance): 100 for a cluster no other Placement holds, else 2 x int(100 x (0.5 - n/max))
+// with n its decisions and max the most any cluster has: from 100 down to -100.
+func (b builtIns) score(name, c string) (int32, bool) {
+	switch name {
+	case builtInSteady:
+		if b.steady[c] {
+			return maxClusterScore, true
+		}
+		return 0, true
+	case builtInBalance:
+		n, ok := b.others[c]
+		if !ok || n == 0 {
+			return maxClusterScore, true
+		}
+		var most int64
+		for _, m := range b.others {
+			most = max(most, m)
+		}
+		usage := float64(n) / float64(most)
+		return int32(2 * int64(float64(maxClusterScore)*(0.5-usage))), true
+	}
+	return 0, false
+}
+
+// why ranks clusters by prios as the placement controller weighs them (sum of weight x score; a
+// missing or expired AddOn score counts 0; Steady and Balance from in): highest total first, then
+// by name, the controller's order. The clusters are those with scores and those chosen: the page
+// does not evaluate the Placement's cluster sets, predicates or tolerations.
+func why(prios []Prioritizer, v ScoresView, chosen []string, in builtIns) []ClusterWhy {
 	isChosen := map[string]bool{}
 	for _, c := range chosen {
 		isChosen[c] = true
@@ -237,18 +313,22 @@ func why(prios []Prioritizer, v ScoresView, chosen []string) []ClusterWhy {
 	for _, c := range clusters {
 		w := ClusterWhy{Cluster: c, Chosen: isChosen[c], Terms: []Term{}}
 		for _, p := range prios {
-			if p.Type != clusterv1beta1.ScoreCoordinateTypeAddOn {
-				continue
-			}
-			t := Term{Column: p.Column, Weight: p.Weight}
-			cell, ok := v.Cells[c][p.Column]
-			switch {
-			case !ok:
-				t.Missing = true
-			case cell.Expired:
-				t.Expired = true
-			default:
-				t.Score = cell.Value
+			t := Term{Weight: p.Weight}
+			if p.Type == clusterv1beta1.ScoreCoordinateTypeAddOn {
+				t.Column = p.Column
+				cell, ok := v.Cells[c][p.Column]
+				switch {
+				case !ok:
+					t.Missing = true
+				case cell.Expired:
+					t.Expired = true
+				default:
+					t.Score = cell.Value
+				}
+			} else {
+				t.Name = p.Name
+				score, ok := in.score(p.Name, c)
+				t.Score, t.Unknown = score, !ok
 			}
 			w.Total += int64(t.Score) * int64(t.Weight)
 			w.Terms = append(w.Terms, t)

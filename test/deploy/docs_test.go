@@ -3,8 +3,10 @@ package deploy
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -119,9 +121,10 @@ func TestQuickstartExamples(t *testing.T) {
 			if _, err := h.Cluster.ClusterV1beta1().Placements(p.Namespace).Create(ctx, p, dry); err != nil {
 				t.Errorf("Placement %s: %v", p.Name, err)
 			}
+			// TestQuickstartPlacementMoves runs it with the real placement controller.
 			pc := p.Spec.PrioritizerPolicy.Configurations
-			if p.Spec.PrioritizerPolicy.Mode != clusterv1beta1.PrioritizerPolicyModeAdditive || len(pc) != 1 || pc[0].ScoreCoordinate.AddOn == nil {
-				t.Errorf("Placement %s does not prioritise by an AddOn score in Additive mode", p.Name)
+			if len(pc) != 1 || pc[0].ScoreCoordinate.AddOn == nil {
+				t.Errorf("Placement %s does not prioritise by one AddOn score", p.Name)
 			}
 		}
 		for _, mc := range clusters {
@@ -166,6 +169,29 @@ func TestQuickstartExamples(t *testing.T) {
 				t.Errorf("Makefile has no documented target %s", target)
 			}
 		}
+		// make deploy builds for this machine's platform (ko alone builds linux/amd64) and applies
+		// to the kind cluster its images are loaded into, whatever the current context; with a
+		// registry, to the context it is given. Every ko setting it needs is set.
+		for _, tt := range []struct {
+			args []string
+			want []string
+		}{
+			{nil, []string{"KO_CONFIG_PATH=ko.yaml", "KO_DOCKER_REPO=kind.local", "KIND_CLUSTER_NAME=knative", "VERSION=", "apply --context=kind-knative --platform=linux/" + runtime.GOARCH + " -f -"}},
+			{[]string{"KIND_CLUSTER_NAME=hub"}, []string{"KIND_CLUSTER_NAME=hub", "--context=kind-hub "}},
+			{[]string{"KO_DOCKER_REPO=registry.example.com/sf", "KUBE_CONTEXT=prod", "PLATFORM=linux/amd64,linux/arm64"}, []string{"KO_DOCKER_REPO=registry.example.com/sf", "--context=prod --platform=linux/amd64,linux/arm64 "}},
+		} {
+			cmd := exec.Command("make", append([]string{"-n", "-C", repo, "deploy", "KO=ko"}, tt.args...)...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("make -n deploy %v: %v\n%s", tt.args, err, out)
+			}
+			line := regexp.MustCompile(`(?m)^.* ko apply .*$`).Find(out)
+			for _, w := range tt.want {
+				if !strings.Contains(string(line), w) {
+					t.Errorf("make deploy %v runs %q, which lacks %q", tt.args, line, w)
+				}
+			}
+		}
 		// make help and the quickstart name every variant `make deploy VARIANT=...` takes.
 		help := regexp.MustCompile(`(?m)^deploy:.*## (.*)$`).FindSubmatch(mk)
 		doc, _ := os.ReadFile(filepath.Join(repo, "docs", "quickstart.md"))
@@ -204,5 +230,87 @@ func TestContractNamesTheReservedClusterNames(t *testing.T) {
 		if contract.ValidateClusterName(probe) == nil {
 			t.Errorf("%s is in ReservedClusterNames but %q is a valid cluster name", name, probe)
 		}
+	}
+}
+
+// koCommand is a ko invocation quoted in the documentation: what precedes it on its line (the
+// environment; with the line before when that one ends in a backslash), the command, its flags.
+var koCommand = regexp.MustCompile("(?m)((?:^.*\\\\\n)?[^\n`]*?)\\bko (apply|resolve|build|create|run) ([^`\n]*)")
+
+// TestDocumentedKoCommandsWork: every ko command the documentation quotes can be copied and run:
+// it names ko.yaml (ko looks only for .ko.yaml on its own) and VERSION (ko.yaml's ldflags template
+// it and fail without it), builds for a platform (ko alone builds linux/amd64 only), and with
+// images loaded into kind, names the kind cluster (ko's default is `kind`) and its context.
+func TestDocumentedKoCommandsWork(t *testing.T) {
+	var docs []string
+	for _, pattern := range []string{"*.md", "*/*.md", "*/*/*.md", "deploy/*/*.yaml", "ko.yaml", "Makefile"} {
+		m, err := filepath.Glob(filepath.Join(repo, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, m...)
+	}
+	n := 0
+	for _, f := range docs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range koCommand.FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[0], "$(KO)") || strings.HasPrefix(m[3], "--help") {
+				continue
+			}
+			n++
+			env, rel := m[1], strings.TrimPrefix(f, repo+"/")
+			for _, want := range []string{"KO_CONFIG_PATH=ko.yaml", "VERSION="} {
+				if !strings.Contains(env, want) {
+					t.Errorf("%s: %q does not set %s", rel, m[0], want)
+				}
+			}
+			if !strings.Contains(m[3], "--platform") {
+				t.Errorf("%s: %q builds without --platform (linux/amd64 only)", rel, m[0])
+			}
+			if strings.Contains(env, "KO_DOCKER_REPO=kind.local") && (!strings.Contains(env, "KIND_CLUSTER_NAME=") || !strings.Contains(m[3], "--context")) {
+				t.Errorf("%s: %q loads images into kind without KIND_CLUSTER_NAME and --context", rel, m[0])
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found %d ko commands in the documentation, want at least 3 (the check may have stopped seeing them)", n)
+	}
+}
+
+// TestQuickstartPortForwardsDoNotCollide: each port-forward the quickstart leaves running takes a
+// local port of its own.
+func TestQuickstartPortForwardsDoNotCollide(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repo, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	doc := string(b)
+	var all []string
+	for _, at := range regexp.MustCompile(`kubectl[^\n]*port-forward\s`).FindAllStringIndex(doc, -1) {
+		rest := doc[at[0]:]
+		if end := strings.Index(rest, "\n\n"); end > 0 {
+			rest = rest[:end]
+		}
+		m := regexp.MustCompile(`\s(\d{2,5}):\d{2,5}\b`).FindStringSubmatch(rest)
+		if m == nil {
+			t.Errorf("a port-forward without a local port: %s", rest)
+			continue
+		}
+		what := strings.SplitN(rest, "\n", 2)[0]
+		if svc := regexp.MustCompile(`(svc/\S+|serving\.knative\.dev/service=[a-z-]+)`).FindString(rest); svc != "" {
+			what = svc
+		}
+		all = append(all, what)
+		if other, ok := seen[m[1]]; ok && other != what {
+			t.Errorf("local port %s is taken by two port-forwards: %s and %s", m[1], other, what)
+		}
+		seen[m[1]] = what
+	}
+	if len(all) < 3 {
+		t.Errorf("found %d port-forwards in the quickstart, want its 3 (broker, scores page, player)", len(all))
 	}
 }

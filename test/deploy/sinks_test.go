@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
 // sendsOnlyWith names the functions that send to a sink only in a mode their Service turns on with
@@ -54,5 +56,37 @@ func TestSendersHaveASinkBinding(t *testing.T) {
 	}
 	if n < 9 {
 		t.Errorf("found %d sending Services, want at least 9 (the check may have stopped seeing them)", n)
+	}
+}
+
+// TestPlayerSendsToTheBroker: cloudevents-player's form posts to BROKER_URI when it is set, else to
+// K_SINK (ruromero/cloudevents-player, MessageService.getKnativeBrokerUri). In every variant it has
+// no BROKER_URI and a SinkBinding to the set's Broker, so that it posts where that Broker listens,
+// the Kafka-backed one's ingress included, over https with transport encryption.
+func TestPlayerSendsToTheBroker(t *testing.T) {
+	for name, s := range allSets(t) {
+		svc, ok := manifests.Find(s.Services, Namespace, "cloudevents-player")
+		if !ok {
+			continue
+		}
+		for _, c := range svc.Object.Spec.Template.Spec.Containers {
+			if v := envValue(c, "BROKER_URI"); v != "" {
+				t.Errorf("set %s: cloudevents-player posts to BROKER_URI=%s, fixed whatever the Broker", name, v)
+			}
+		}
+		bound := false
+		for _, b := range s.SinkBindings {
+			subj, sink := b.Object.Spec.Subject, b.Object.Spec.Sink.Ref
+			if b.Object.Namespace == Namespace && subj.Kind == "Service" && subj.Name == "cloudevents-player" &&
+				sink != nil && sink.Kind == "Broker" && sink.Name == BrokerName {
+				bound = true
+			}
+		}
+		if !bound {
+			t.Errorf("set %s: no SinkBinding gives cloudevents-player the Broker %s as K_SINK", name, BrokerName)
+		}
+		if _, ok := manifests.Find(s.Brokers, Namespace, BrokerName); !ok {
+			t.Errorf("set %s has cloudevents-player but no Broker %s", name, BrokerName)
+		}
 	}
 }

@@ -246,6 +246,11 @@ func TestOIDCVariantMatchesTheManifests(t *testing.T) {
 	for _, o := range oidcObjs {
 		switch o.GetKind() {
 		case "PingSource", "ApiServerSource", "SinkBinding":
+			if o.GetKind() == "SinkBinding" && o.GetName() == "cloudevents-player" {
+				// Its SinkBinding only tells the player's form where the Broker is. The player
+				// presents no token, so the Broker refuses its posts (401): it is no admitted sender.
+				continue
+			}
 			senders = append(senders, authtest.Subject(ns, auth.GetOIDCServiceAccountNameForResource(o.GroupVersionKind(), metav1.ObjectMeta{Name: o.GetName(), Namespace: ns})))
 		}
 	}

@@ -141,12 +141,15 @@ function colourOf(name) {
   return clusterColour[name];
 }
 
+function prioLabel(x) {
+  return (x.type === "AddOn" ? x.column : x.name) + " × " + x.weight;
+}
+
 function whyTable(p, why) {
-  const addOns = p.prioritizers.filter((x) => x.type === "AddOn");
   const t = el("table", "why");
   const h = el("tr");
   h.append(el("th", null, "cluster"));
-  for (const a of addOns) h.append(el("th", null, a.column + " × " + a.weight));
+  for (const x of p.prioritizers) h.append(el("th", x.type === "AddOn" ? null : "builtin", prioLabel(x)));
   h.append(el("th", null, "total"));
   t.append(h);
   for (const w of why) {
@@ -157,7 +160,8 @@ function whyTable(p, why) {
       let text = term.score + " × " + term.weight + " = " + term.score * term.weight;
       if (term.missing) text = "no score → 0";
       if (term.expired) text = "expired → 0";
-      tr.append(el("td", term.missing || term.expired ? "zero" : "", text));
+      if (term.unknown) text = "not shown";
+      tr.append(el("td", term.missing || term.expired || term.unknown ? "zero" : "", text));
     }
     tr.append(el("td", "total", w.total));
     t.append(tr);
@@ -179,9 +183,10 @@ function renderPlacements() {
 
     const prios = el("div", "chips");
     prios.append(el("span", "muted", "prioritizers:"));
-    if (!p.prioritizers.length) prios.append(el("span", "chip builtin", "default (BuiltIn Balance, Steady)"));
+    if (!p.prioritizers.length) prios.append(el("span", "chip builtin", "none: every cluster ties, the first by name wins"));
     for (const x of p.prioritizers) {
-      prios.append(x.type === "AddOn" ? el("span", "chip prio", x.column + " × " + x.weight) : el("span", "chip builtin", x.name + " × " + x.weight + " (BuiltIn)"));
+      prios.append(x.type === "AddOn" ? el("span", "chip prio", prioLabel(x)) :
+        el("span", "chip builtin", prioLabel(x) + (x.default ? " (BuiltIn, added by Additive mode)" : " (BuiltIn)")));
     }
     card.append(prios);
 
@@ -192,7 +197,7 @@ function renderPlacements() {
     if (p.current.at) dec.append(el("span", "muted", "since " + clock(p.current.at)));
     card.append(dec);
 
-    if (p.prioritizers.some((x) => x.type === "AddOn")) card.append(whyTable(p, p.current.why));
+    if (p.prioritizers.length) card.append(whyTable(p, p.current.why));
 
     // The decision over time: one segment per decision, as wide as it lasted.
     const hist = p.history || [];
@@ -219,8 +224,11 @@ function renderPlacements() {
       }
       card.append(ol);
     }
-    if (p.prioritizers.some((x) => x.type !== "AddOn") || !p.prioritizers.length) {
-      card.append(el("div", "note", "BuiltIn prioritizers also count in the controller's decision; only AddOn scores are shown here."));
+    if (p.prioritizers.some((x) => x.name === "Steady")) {
+      card.append(el("div", "note", "Steady gives the clusters the Placement holds 100: another cluster takes over only when it leads by more. Balance gives 100 to a cluster no other Placement holds, less the more others hold it."));
+    }
+    if (p.prioritizers.some((x) => x.type === "BuiltIn" && x.name !== "Steady" && x.name !== "Balance")) {
+      card.append(el("div", "note", "ResourceAllocatable prioritizers count in the controller's decision but are not shown: they read ManagedCluster status, which the page does not watch."));
     }
     list.append(card);
   }
