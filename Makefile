@@ -42,6 +42,10 @@ run: tools build ## Run the whole flow locally on real Knative Eventing: hub, pl
 browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
 	@hack/install-chromium.sh
 
+.PHONY: cbc
+cbc: ## Install COIN-OR CBC if missing (pkg/optimize checks its optima against CBC's and times both; uses sudo unless root).
+	@hack/install-cbc.sh
+
 .PHONY: run-oidc
 run-oidc: tools build ## The same with Knative's sender identity on and the oidc/ manifests (scoreflow run --oidc).
 	bin/scoreflow run --oidc
@@ -51,7 +55,7 @@ run-tls: tools build ## The same with Knative's transport encryption strict and 
 	bin/scoreflow run --tls --oidc
 
 .PHONY: test
-test: tools browser lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
+test: tools browser cbc lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end) and a short fuzz run.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -65,8 +69,8 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s; e.g. make fuzz FUZZTIME=
 	done
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about 40 minutes here; README's table is one run).
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+bench: tools cbc ## Run the benchmarks: scoring, solver (beside CBC on the same instances) and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters and the writer's memory at 1,000 (about an hour here; README's table is one run).
+	$(GO) test -run '^$$' -bench . -benchmem -timeout $(BENCH_TIMEOUT) ./pkg/...
 	$(GO) test -run '^$$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/...
 	$(GO) test -run '^$$' -bench 'Fleet$$/clusters=10000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
 	$(GO) test -run '^$$' -bench 'FleetMemory/clusters=1000$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/writer
