@@ -228,9 +228,7 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 			t.Fatalf("instance %d (minimize=%v): one node: plan %v, bound %v, optimal %v; optimum %v", i, pr.Minimize, v, root.Bound, root.Optimal, want)
 		}
 		// The tree alone, without the heuristics' plans, finds and proves the optimum too.
-		bareTree = true
-		bare, err := Solve(context.Background(), pr, Options{})
-		bareTree = false
+		bare, err := Solve(context.Background(), pr, Options{noHeuristics: true})
 		if err != nil || !bare.Optimal || checkPlan(t, pr, bare) != want {
 			t.Fatalf("instance %d: without heuristics: %+v, %v; optimum %v", i, bare, err, want)
 		}
@@ -462,7 +460,7 @@ func TestImproveKeepsPlansFeasible(t *testing.T) {
 		}
 		tried++
 		v, _ := m.value(pol, cl)
-		ip, ic, iv := m.improve(pol, cl, v)
+		ip, ic, iv := m.improve(context.Background(), pol, cl, v)
 		got, ok := m.value(ip, ic)
 		if !ok || math.Abs(got-iv) > 1e-9 || iv < v {
 			t.Fatalf("instance %d: start %v, improved reports %v, plan is worth %v (feasible %v)", i, v, iv, got, ok)
@@ -496,7 +494,7 @@ func TestCyclesFindChains(t *testing.T) {
 		}
 	}
 	pol, cl := []int{0, 0, 0}, []int{0, 1, 2}
-	if v := m.exchange(pol, cl, 0); v != 30 {
+	if v := m.exchange(context.Background(), pol, cl, 0); v != 30 {
 		t.Fatalf("objective %v after exchange, want 30 (plan %v)", v, cl)
 	}
 	if got, ok := m.value(pol, cl); !ok || got != 30 {
