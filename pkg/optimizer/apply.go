@@ -122,8 +122,10 @@ func (o *Optimizer) apply(ctx context.Context, plan *Plan) *Error {
 // Reset removes generated Placements and PlacementBindings in namespace: every plan's, or only
 // plan's when it is set.
 func (o *Optimizer) Reset(ctx context.Context, r *ResetRequest) (*ResetResult, *Error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if !o.take(ctx) {
+		return nil, errBusy
+	}
+	defer o.give()
 	sel := LabelGenerated + "=true"
 	if r.Plan != "" {
 		sel += "," + LabelPlan + "=" + r.Plan
