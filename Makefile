@@ -47,11 +47,11 @@ cbc: ## Install COIN-OR CBC if missing (pkg/optimize checks its optima against C
 	@hack/install-cbc.sh
 
 .PHONY: run-oidc
-run-oidc: tools build ## The same with Knative's sender identity on and the oidc/ manifests (scoreflow run --oidc).
+run-oidc: tools build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
 	bin/scoreflow run --oidc
 
 .PHONY: run-tls
-run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (scoreflow run --tls --oidc; a local CA stands in for cert-manager).
+run-tls: tools build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
 	bin/scoreflow run --tls --oidc
 
 .PHONY: test
@@ -85,17 +85,20 @@ clean: ## Remove bin/ (the tools cache stays: delete it by hand to rebuild the s
 	rm -rf bin
 
 # ---- Knative deployment ---------------------------------------------------------------------------
-# Builds every function with ko and applies deploy/, the broker, triggers/ and eventtypes/ to the cluster of the
-# current kubectl context (`kn quickstart kind` makes a kind cluster named knative). ko is needed
-# only here: `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
-# test/deploy checks the same YAML without a cluster. See docs/quickstart.md.
+# Builds every function with ko and applies a variant of config/ (kustomize overlays of deploy/,
+# brokers/, triggers/, eventtypes/ and oidc/) to the cluster of the current kubectl context
+# (`kn quickstart kind` makes a kind cluster named knative). Re-applying a variant keeps it: it is
+# the whole desired state, nothing is patched by hand. ko is needed only here:
+# `go install github.com/google/ko@latest`. None of these targets is part of `make test`;
+# test/deploy and config/ check the same YAML. See docs/quickstart.md.
 KO ?= ko
 KUBECTL ?= kubectl
 KIND_CLUSTER_NAME ?= knative
 # Where images go: kind.local loads them straight into the kind cluster's nodes.
 KO_DOCKER_REPO ?= kind.local
-# The broker to run on: brokers/kafka/scoreflow.yaml for the Kafka-backed one.
-BROKER_MANIFEST ?= brokers/scoreflow.yaml
+# What to deploy: a directory of config/.
+VARIANT ?= default
+VARIANTS := $(patsubst config/%/kustomization.yaml,%,$(wildcard config/*/kustomization.yaml))
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 KO_ENV = KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=$(KO_DOCKER_REPO) KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) VERSION=$(VERSION)
 
@@ -103,13 +106,17 @@ KO_ENV = KO_CONFIG_PATH=ko.yaml KO_DOCKER_REPO=$(KO_DOCKER_REPO) KIND_CLUSTER_NA
 ko-installed:
 	@command -v $(KO) >/dev/null || { echo "ko is not installed: go install github.com/google/ko@latest (see docs/quickstart.md)"; exit 1; }
 
+.PHONY: variant
+variant:
+	@test -f config/$(VARIANT)/kustomization.yaml || { echo "VARIANT=$(VARIANT): no such variant; one of: $(VARIANTS)"; exit 1; }
+
 .PHONY: deploy
-deploy: ko-installed ## Build the functions with ko and deploy scoreflow to the current cluster (KO_DOCKER_REPO=kind.local by default).
-	$(KO_ENV) $(KO) apply -f deploy/ -f $(BROKER_MANIFEST) -f triggers/ -f eventtypes/
+deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/) to the current cluster.
+	set -o pipefail; $(KUBECTL) kustomize config/$(VARIANT) | $(KO_ENV) $(KO) apply -f -
 
 .PHONY: undeploy
-undeploy: ## Remove everything `make deploy` created (the namespace, the cluster-wide RBAC, the broker, triggers and EventTypes).
-	$(KUBECTL) delete --ignore-not-found -f eventtypes/ -f triggers/ -f $(BROKER_MANIFEST) -f deploy/
+undeploy: variant ## Remove everything `make deploy VARIANT=...` created (the namespace, the cluster-wide RBAC, the broker, triggers and EventTypes).
+	$(KUBECTL) delete --ignore-not-found -k config/$(VARIANT)
 
 .PHONY: publish/local
 publish/local: ko-installed ## Build every function image into the local Docker daemon (ko.local) without deploying.

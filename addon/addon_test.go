@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,14 +13,18 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -29,18 +32,20 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 )
 
 const (
 	addonName    = "scoreflow-latency-agent"
 	installNS    = "open-cluster-management-agent-addon"
-	brokerURL    = "http://broker-ingress.knative-eventing.svc.cluster.local/scoreflow/scoreflow"
+	gatewayURL   = "http://agent-gateway.scoreflow.svc.cluster.local"
 	clusterSet   = "scoreflow"
 	agentLabel   = "scoreflow.io/latency-agent"
-	hubTokenSA   = "latency-agent"
 	hubNamespace = "scoreflow"
 )
 
@@ -127,9 +132,11 @@ func TestAddonInstallsAgent(t *testing.T) {
 	if err := applier.Apply(ctx, objs...); err != nil {
 		t.Fatal(err)
 	}
-	// Another ServiceAccount in the same namespace: the agent must not mint its tokens.
-	if _, err := hub.Kube.CoreV1().ServiceAccounts(hubNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// Another ServiceAccount in each cluster's namespace: the agent must not mint its tokens.
+	for _, c := range []string{"cluster1", "cluster2"} {
+		if _, err := hub.Kube.CoreV1().ServiceAccounts(c).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "score-writer"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	addons := addonclient.NewForConfigOrDie(hub.Config)
@@ -145,14 +152,17 @@ func TestAddonInstallsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAgent(t, waitWork(ctx, t, works, "cluster1"), "cluster1")
-	checkHubPermissions(ctx, t, hub.Config, "cluster1")
+	checkHubPermissions(ctx, t, hub.Config, "cluster1", "cluster2")
 	work1, err := agentWorks(ctx, works, "cluster1")
 	if err != nil || len(work1) != 1 {
 		t.Fatalf("cluster1's ManifestWorks: %d, %v", len(work1), err)
 	}
-	runAgent(ctx, t, hub, &work1[0], "cluster1")
-	// `clusteradm addon disable`: the ManifestWork goes, so the klusterlet removes the agent.
-	disable(ctx, t, addons, works, "cluster1")
+	gw := startGateway(t, hub)
+	token := runAgent(ctx, t, hub, &work1[0], "cluster1", gw)
+	checkGateway(ctx, t, hub, gw, token, "cluster1", "cluster2")
+	// `clusteradm addon disable`: the ManifestWork goes, so the klusterlet removes the agent, and
+	// the gateway refuses the agent's token.
+	disableAndMeasure(ctx, t, hub, addons, works, gw, token, "cluster1")
 
 	// The install strategy the CMA's comment describes: by the label, through the Placement.
 	patch := `{"spec":{"installStrategy":{"type":"Placements","placements":[{"name":"scoreflow-latency-agent","namespace":"scoreflow"}]}}}`
@@ -161,7 +171,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 	}
 	setLabel(ctx, t, hub, "cluster2", true)
 	checkAgent(t, waitWork(ctx, t, works, "cluster2"), "cluster2")
-	checkHubPermissions(ctx, t, hub.Config, "cluster2")
+	checkHubPermissions(ctx, t, hub.Config, "cluster2", "cluster1")
 	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
 	}
@@ -193,28 +203,41 @@ func setLabel(ctx context.Context, t *testing.T, hub *localhub.Hub, cluster stri
 
 // checkHubPermissions asserts the template's hub permissions as the addon manager binds them to
 // the agent of cluster (the user and groups of the client certificate the klusterlet obtains for
-// it): it may mint tokens of the broker identity, and nothing else this test can think of.
-func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster string) {
+// it): in its cluster's namespace it may create its own hub ServiceAccount, owned by its
+// ManagedClusterAddOn, and mint that ServiceAccount's tokens (pkg/hubtoken, as the agent does), and
+// nothing else this test can think of, and nothing at all in another cluster's namespace.
+func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster, other string) {
 	t.Helper()
 	agent := agentClient(t, cfg, cluster)
-	waitFor(ctx, t, cluster+"'s agent may mint the broker identity's token", func() (bool, string) {
-		_, err := mint(ctx, agent, hubTokenSA)
+	m := minter(t, cfg, cluster, cluster)
+	waitFor(ctx, t, cluster+"'s agent may mint its own token", func() (bool, string) {
+		_, err := m.Refresh(ctx)
 		return err == nil, fmt.Sprint(err)
 	})
-	tok, err := mint(ctx, agent, hubTokenSA)
-	if err != nil {
-		t.Fatal(err)
+	tok, err := os.ReadFile(m.File)
+	if err != nil || strings.Count(string(tok), ".") != 2 {
+		t.Errorf("%s: the agent minted no JWT (%v)", cluster, err)
 	}
-	if strings.Count(tok.Status.Token, ".") != 2 {
-		t.Errorf("%s: token request returned no JWT", cluster)
+	if _, err := minter(t, cfg, cluster, other).Refresh(ctx); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted in %s's namespace: %v", cluster, other, err)
 	}
-	if _, err := mint(ctx, agent, "score-writer"); !apierrors.IsForbidden(err) {
-		t.Errorf("%s's agent minted a token for another ServiceAccount: %v", cluster, err)
+	if _, err := agent.CoreV1().ServiceAccounts(cluster).CreateToken(ctx, "score-writer", &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted a token for another ServiceAccount of its namespace: %v", cluster, err)
 	}
 	for _, ra := range []authzv1.ResourceAttributes{
-		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "get", Name: hubTokenSA},
-		{Namespace: hubNamespace, Resource: "secrets", Verb: "list"},
-		{Namespace: hubNamespace, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
+		{Namespace: other, Resource: "serviceaccounts", Verb: "create"},
+		{Namespace: other, Resource: "serviceaccounts", Subresource: "token", Verb: "create", Name: addonName},
+		{Namespace: other, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "get", Name: addonName},
+		{Namespace: hubNamespace, Resource: "serviceaccounts", Verb: "create"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "get", Name: "score-writer"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "list"},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "delete", Name: addonName},
+		{Namespace: cluster, Resource: "serviceaccounts", Verb: "update", Name: addonName},
+		{Namespace: cluster, Resource: "secrets", Verb: "list"},
+		{Namespace: cluster, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "update", Name: addonName},
+		{Namespace: cluster, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "list"},
+		{Namespace: cluster, Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "create"},
 		{Namespace: hubNamespace, Group: "eventing.knative.dev", Resource: "brokers", Verb: "get"},
 		{Namespace: cluster, Group: "cluster.open-cluster-management.io", Resource: "addonplacementscores", Verb: "create"},
 		{Namespace: cluster, Group: "work.open-cluster-management.io", Resource: "manifestworks", Verb: "list"},
@@ -226,9 +249,19 @@ func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cl
 			t.Fatal(err)
 		}
 		if r.Status.Allowed {
-			t.Errorf("%s's agent may %s %s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Name, ra.Namespace)
+			t.Errorf("%s's agent may %s %s/%s %s in %q: more than it needs", cluster, ra.Verb, ra.Resource, ra.Subresource, ra.Name, ra.Namespace)
 		}
 	}
+}
+
+// minter mints, as cluster's agent, the token of the hub ServiceAccount of the addon in namespace
+// ns, as pkg/hubtoken does in the agent.
+func minter(t *testing.T, cfg *rest.Config, cluster, ns string) *hubtoken.Minter {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
+	return &hubtoken.Minter{Client: kubernetes.NewForConfigOrDie(c), Metadata: metadata.NewForConfigOrDie(c), Cluster: ns, Addon: addonName,
+		File: filepath.Join(t.TempDir(), "token")}
 }
 
 // checkAgent asserts the ManifestWork carries the agent Deployment configured for cluster.
@@ -274,12 +307,11 @@ func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 		env[e.Name] = e.Value
 	}
 	want := map[string]string{
-		"CLUSTER":                   cluster,
-		"K_SINK":                    brokerURL,
-		"HUB_KUBECONFIG":            "/managed/hub-kubeconfig/kubeconfig",
-		"HUB_TOKEN_SERVICE_ACCOUNT": hubNamespace + "/" + hubTokenSA,
-		"HUB_TOKEN_AUDIENCE":        "eventing.knative.dev/broker/scoreflow/scoreflow",
-		"SINK_TOKEN_FILE":           "/var/run/scoreflow/hub-token/token",
+		"CLUSTER":         cluster,
+		"K_SINK":          gatewayURL,
+		"HUB_KUBECONFIG":  "/managed/hub-kubeconfig/kubeconfig",
+		"HUB_TOKEN_ADDON": addonName,
+		"SINK_TOKEN_FILE": "/var/run/scoreflow/hub-token/token",
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -329,12 +361,6 @@ func agentGroups(cluster string) []string {
 	}
 }
 
-func mint(ctx context.Context, c kubernetes.Interface, sa string) (*authnv1.TokenRequest, error) {
-	return c.CoreV1().ServiceAccounts(hubNamespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}},
-	}, metav1.CreateOptions{})
-}
-
 func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
 	l, err := works.WorkV1().ManifestWorks(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
 	if err != nil {
@@ -352,16 +378,6 @@ func waitWork(ctx context.Context, t *testing.T, works workclient.Interface, clu
 		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
 	})
 	return &got[0]
-}
-
-// disable deletes cluster's ManagedClusterAddOn (`clusteradm addon disable`) and waits until the
-// agent's ManifestWork is gone (waitDisabled).
-func disable(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
-	t.Helper()
-	if err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDisabled(ctx, t, addons, works, cluster)
 }
 
 // waitDisabled waits until cluster's ManagedClusterAddOn is gone and its ManifestWork with it, so
@@ -410,13 +426,92 @@ func tail(s string, n int) string {
 	return s
 }
 
+// gateway is the real agent gateway (functions/agent-gateway, with the table deploy/ gives it)
+// running against the hub in front of a stand-in broker.
+type gateway struct {
+	url    string
+	broker *functest.Sink
+}
+
+func startGateway(t *testing.T, hub *localhub.Hub) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent-gateway")
+	if out, err := exec.Command("go", "build", "-o", bin, "../functions/agent-gateway").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	objs, err := knlocal.ReadFiles("../deploy/agent-gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := ""
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			table, _, _ = unstructured.NestedString(o.Object, "data", "agents.yaml")
+		}
+	}
+	if !strings.Contains(table, addonName) {
+		t.Fatalf("deploy/agent-gateway.yaml's table does not admit %s:\n%s", addonName, table)
+	}
+	agents := filepath.Join(dir, "agents.yaml")
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(agents, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := functest.NewSink(t, nil)
+	p, err := proc.Start(proc.Spec{Name: "agent-gateway", Path: bin, Out: &testWriter{t}, Env: []string{"PATH=" + os.Getenv("PATH"),
+		fmt.Sprintf("PORT=%d", port), "ADDRESS=127.0.0.1", "KUBECONFIG=" + kubeconfig, "AGENTS_FILE=" + agents, "K_SINK=" + broker.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	g := &gateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), broker: broker}
+	waitFor(t.Context(), t, "the agent gateway ready", func() (bool, string) {
+		resp, err := http.Get(g.url + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return g
+}
+
+// post sends cluster's latency score with token to the gateway and returns the status.
+func (g *gateway) post(t *testing.T, token, cluster string) int {
+	t.Helper()
+	e := cloudevents.NewEvent()
+	e.SetID(uuid.NewString())
+	e.SetSource("scoreflow/latency-scorer/" + cluster)
+	e.SetType(contract.TypeScoreUpdated)
+	e.SetTime(time.Now())
+	_ = e.SetData(cloudevents.ApplicationJSON, contract.ScoreUpdated{Resource: "latency",
+		Items: []contract.ClusterScores{{Cluster: cluster, Scores: []contract.Score{{Name: "forged", Value: 100}}}}})
+	req := functest.Request(t, g.url, e)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 // runAgent runs the agent the ManifestWork of cluster describes, as the klusterlet would: the
 // latency-scorer binary with the Deployment's environment, its ConfigMap and hub kubeconfig
-// mounted (the kubeconfig acts as the agent's identity on the hub), but measuring a local server
-// and sending to a local stand-in for the broker. It checks every variable the template sets is
-// one the binary reads, and that the event arrives with a token the hub authenticates as the
-// broker's sender identity, for the broker's audience, scoring this cluster.
-func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1.ManifestWork, cluster string) {
+// mounted (the kubeconfig acts as the agent's identity on the hub), measuring a local server and
+// sending to the real gateway. It checks every variable the template sets is one the binary
+// reads, that the agent's token authenticates as its own hub ServiceAccount for the gateway's
+// audience, and that the gateway forwards its score of this cluster to the broker. It returns the
+// token the agent minted.
+func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1.ManifestWork, cluster string, gw *gateway) string {
 	t.Helper()
 	dep := deploymentOf(t, work)
 	bin := filepath.Join(t.TempDir(), "latency-scorer")
@@ -458,21 +553,13 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1
 	if err := os.WriteFile(config, []byte("resource: latency\nlatencies:\n  - name: local\n    url: "+target.URL+"\n    runs: 1\nnormalize:\n  method: linear\n  min: 0\n  max: 1000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	type arrival struct{ auth, ceType, body string }
-	got := make(chan arrival, 10)
-	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		got <- arrival{r.Header.Get("Authorization"), r.Header.Get("Ce-Type"), string(body)}
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer broker.Close()
 
 	env := []string{"PATH=" + os.Getenv("PATH"), "PORT=0", "ADDRESS=127.0.0.1"}
 	for _, e := range c.Env {
 		v := e.Value
 		switch e.Name {
 		case "K_SINK":
-			v = broker.URL
+			v = gw.url
 		case "CONFIG_FILE", "HUB_KUBECONFIG", "SINK_TOKEN_FILE":
 			v = local(v)
 		}
@@ -487,25 +574,95 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1
 	}
 	defer p.Stop(5 * time.Second)
 	select {
-	case a := <-got:
-		if a.ceType != "io.scoreflow.score.updated" || !strings.Contains(a.body, `"cluster":"`+cluster+`"`) {
-			t.Errorf("the agent sent %s %s, want a score.updated for %s", a.ceType, a.body, cluster)
-		}
-		token, ok := strings.CutPrefix(a.auth, "Bearer ")
-		if !ok {
-			t.Fatalf("the agent sent no bearer token (Authorization %q)", a.auth)
-		}
-		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
-			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{"eventing.knative.dev/broker/scoreflow/scoreflow"}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "system:serviceaccount:" + hubNamespace + ":" + hubTokenSA; !review.Status.Authenticated || review.Status.User.Username != want {
-			t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the broker's audience",
-				review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
+	case e := <-gw.broker.Arrived():
+		s, err := contract.DecodeScoreUpdated(&e)
+		if err != nil || len(s.Items) != 1 || s.Items[0].Cluster != cluster || e.Source() != "/scoreflow/agents/"+addonName+"/"+cluster ||
+			e.Extensions()[contract.ExtResource] != s.Resource {
+			t.Errorf("the gateway forwarded %s from %s (%v), want %s's score from /scoreflow/agents/%s/%s with scoreflowresource", e.Data(), e.Source(), err, cluster, addonName, cluster)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatal("the agent sent nothing within 60s")
+		t.Fatal("nothing reached the broker through the gateway within 60s")
+	}
+	token, err := os.ReadFile(local("/var/run/scoreflow/hub-token/token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: string(token), Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "system:serviceaccount:" + cluster + ":" + addonName; !review.Status.Authenticated || review.Status.User.Username != want {
+		t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the gateway's audience",
+			review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
+	}
+	return string(token)
+}
+
+// checkGateway: with the token cluster's agent minted, the gateway takes its own cluster's score
+// and refuses one naming other; a token the agent asks for two hours (its RBAC cannot stop that)
+// is refused.
+func checkGateway(ctx context.Context, t *testing.T, hub *localhub.Hub, gw *gateway, token, cluster, other string) {
+	t.Helper()
+	if st := gw.post(t, token, cluster); st != http.StatusAccepted {
+		t.Errorf("%s's agent scoring %s: %d, want 202", cluster, cluster, st)
+	}
+	if st := gw.post(t, token, other); st != http.StatusForbidden {
+		t.Errorf("%s's agent scoring %s: %d, want 403", cluster, other, st)
+	}
+	long := minter(t, hub.Config, cluster, cluster)
+	long.Lifetime = 2 * time.Hour
+	if _, err := long.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	twoHours, err := os.ReadFile(long.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := gw.post(t, string(twoHours), cluster); st != http.StatusUnauthorized {
+		t.Errorf("a two-hour token of %s's agent: %d, want 401", cluster, st)
+	}
+	for _, e := range gw.broker.Take() {
+		if s, err := contract.DecodeScoreUpdated(&e); err != nil || s.Items[0].Cluster != cluster {
+			t.Errorf("the broker got %s (%v): a refused event was forwarded", e.Data(), err)
+		}
+	}
+}
+
+// disableAndMeasure disables the addon for cluster and measures how long the gateway keeps
+// taking the token its agent minted before: it must stop within a minute. Kubernetes' garbage
+// collector then removes the agent's hub ServiceAccount, so the token no longer authenticates at
+// all, and its RoleBinding, so the agent can mint no other.
+func disableAndMeasure(ctx context.Context, t *testing.T, hub *localhub.Hub, addons addonclient.Interface, works workclient.Interface, gw *gateway, token, cluster string) {
+	t.Helper()
+	start := time.Now()
+	if err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cut time.Duration
+	waitFor(ctx, t, cluster+"'s agent refused by the gateway", func() (bool, string) {
+		st := gw.post(t, token, cluster)
+		cut = time.Since(start)
+		return st == http.StatusForbidden || st == http.StatusUnauthorized, fmt.Sprint(st)
+	})
+	t.Logf("after the addon was disabled for %s the gateway refused its agent's token within %s", cluster, cut.Round(time.Millisecond))
+	if cut > time.Minute {
+		t.Errorf("the gateway took %s to refuse a disabled agent, more than a minute", cut)
+	}
+	waitDisabled(ctx, t, addons, works, cluster)
+	waitFor(ctx, t, cluster+"'s hub ServiceAccount and RoleBinding garbage-collected", func() (bool, string) {
+		_, errSA := hub.Kube.CoreV1().ServiceAccounts(cluster).Get(ctx, addonName, metav1.GetOptions{})
+		rbs, errRB := hub.Kube.RbacV1().RoleBindings(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
+		return apierrors.IsNotFound(errSA) && errRB == nil && len(rbs.Items) == 0, fmt.Sprintf("ServiceAccount: %v; RoleBindings: %v", errSA, rbs)
+	})
+	// The API server looks ServiceAccounts up through its own cache: a moment after the deletion.
+	waitFor(ctx, t, cluster+"'s agent's token no longer authenticating", func() (bool, string) {
+		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{})
+		return err == nil && !review.Status.Authenticated, fmt.Sprint(review, err)
+	})
+	if _, err := minter(t, hub.Config, cluster, cluster).Refresh(ctx); !apierrors.IsForbidden(err) {
+		t.Errorf("%s's agent minted again after the addon was disabled: %v", cluster, err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -29,19 +30,18 @@ var (
 	v1beta3 = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1beta3", Kind: "EventType"}
 )
 
-// load reads every EventType in this directory.
+// load reads every EventType of this directory's kustomization (what the variants of config/ apply).
 func load(t *testing.T) ([]*unstructured.Unstructured, []eventingv1beta2.EventType) {
 	t.Helper()
-	files, err := filepath.Glob("*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no YAML in eventtypes/ (%v)", err)
+	built, err := manifests.Build(".")
+	if err != nil || len(built) == 0 {
+		t.Fatalf("no EventTypes in eventtypes/ (%v)", err)
 	}
-	objs, err := knlocal.ReadFiles(files...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var objs []*unstructured.Unstructured
 	var ets []eventingv1beta2.EventType
-	for _, o := range objs {
+	for _, it := range built {
+		o := it.Object
+		objs = append(objs, o)
 		if o.GroupVersionKind() != v1beta2 {
 			t.Fatalf("%s %s is not an %v", o.GetKind(), o.GetName(), v1beta2)
 		}

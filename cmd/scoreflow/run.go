@@ -21,12 +21,12 @@ import (
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	root := fs.String("root", ".", "repository root: brokers/, triggers/ and deploy/ are read from it")
+	root := fs.String("root", ".", "repository root: the variant in config/ (default, oidc, tls, oidc-tls) is built from it as kubectl apply -k builds it")
 	bin := fs.String("bin", "bin", "directory of the function binaries (make build)")
 	state := fs.String("state", stateDir(), "where the kubeconfig, logs and mounted files go (emptied first)")
 	lockWait := fs.Duration("lock-wait", 0, "how long to wait for another local Knative (a test, another run) to stop; one runs per machine")
 	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
-	oidc := fs.Bool("oidc", false, "with Knative's sender identity on and the oidc/ manifests: every delivery carries a token its function verifies, the Broker admits only its EventPolicy's senders (scoreflow send gets an admitted identity of its own)")
+	oidc := fs.Bool("oidc", false, "with Knative's sender identity on and the oidc variant (config/oidc): every delivery carries a token its function verifies, the Broker admits only its EventPolicy's senders (scoreflow send gets an admitted identity of its own)")
 	strictTLS := fs.Bool("tls", false, "with Knative's transport encryption strict (a local CA stands in for cert-manager): the broker, its channel, Triggers and every function serve only HTTPS; scoreflow send trusts the CA (ca.crt in the state directory)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")

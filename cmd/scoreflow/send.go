@@ -95,6 +95,7 @@ func send(args []string) error {
 			return err
 		}
 	}
+	stampResource(&e)
 	req, err := http.NewRequest(http.MethodPost, *target, nil)
 	if err != nil {
 		return err
@@ -159,4 +160,22 @@ func clientTrusting(caFile string) (*http.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: t}, nil
+}
+
+// stampResource names a score.updated's data.resource in the scoreflowresource extension, as
+// every scoreflow producer does (an EventPolicy can admit a sender for its resources only), unless
+// -e set the extension.
+func stampResource(e *cloudevents.Event) {
+	if e.Type() != contract.TypeScoreUpdated {
+		return
+	}
+	if _, set := e.Extensions()[contract.ExtResource]; set {
+		return
+	}
+	var d struct {
+		Resource string `json:"resource"`
+	}
+	if json.Unmarshal(e.Data(), &d) == nil && d.Resource != "" {
+		e.SetExtension(contract.ExtResource, d.Resource)
+	}
 }

@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
 	"github.com/scoreflow/scoreflow/harness/localca"
+	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
 // TestSendTrustsTheRunsCA: scoreflow send's client, given the CA file `scoreflow run --tls`
@@ -56,5 +59,29 @@ func TestSendTrustsTheRunsCA(t *testing.T) {
 	}
 	if _, err := clientTrusting(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("a missing CA file was accepted")
+	}
+}
+
+// A score.updated sent with scoreflow send carries data.resource in the scoreflowresource
+// extension, unless -e sets it; other types get none.
+func TestSendStampsTheResource(t *testing.T) {
+	for _, c := range []struct {
+		typ, data, ext, want string
+	}{
+		{contract.TypeScoreUpdated, `{"resource":"manual","items":[]}`, "", "manual"},
+		{contract.TypeScoreUpdated, `{"resource":"manual","items":[]}`, "other", "other"},
+		{contract.TypeMetricChanged, `{"resource":"manual"}`, "", ""},
+	} {
+		e := cloudevents.NewEvent()
+		e.SetType(c.typ)
+		_ = e.SetData(cloudevents.ApplicationJSON, []byte(c.data))
+		if c.ext != "" {
+			e.SetExtension(contract.ExtResource, c.ext)
+		}
+		stampResource(&e)
+		got, _ := e.Extensions()[contract.ExtResource].(string)
+		if got != c.want {
+			t.Errorf("%s %s (-e %q): scoreflowresource %q, want %q", c.typ, c.data, c.ext, got, c.want)
+		}
 	}
 }

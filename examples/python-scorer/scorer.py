@@ -9,6 +9,11 @@ value: a cost outside [0, 200] gives a value outside [-100, 100], which the writ
 
     {"resource": "cost", "costs": {"cluster1": 20, "cluster2": 70}}
 
+It scores only the resources its deployment names ($RESOURCES, comma-separated; empty: any), and
+puts the resource in the scoreflowresource extension of every score.updated too, as every
+scoreflow scorer does: with sender identity on, the Broker's EventPolicy for the scorer admits it
+for those resources only (docs/security.md).
+
 Listens on $PORT (Knative sets it; 0 picks a free port) and prints "listening on <url>" first.
 """
 
@@ -28,6 +33,9 @@ def score(config):
     resource, costs = config.get("resource"), config.get("costs")
     if not isinstance(resource, str) or not resource or not isinstance(costs, dict):
         raise ValueError('configuration needs "resource" (a name) and "costs" ({cluster: cost})')
+    owned = [r for r in os.environ.get("RESOURCES", "").split(",") if r]
+    if owned and resource not in owned:
+        raise ValueError(f"resource {resource[:64]!r} is not one this scorer may score ({', '.join(owned)})")
     items = []
     for cluster, cost in sorted(costs.items()):
         if not isinstance(cost, (int, float)) or isinstance(cost, bool):
@@ -59,7 +67,7 @@ class Handler(BaseHTTPRequestHandler):
             result = score(data if isinstance(data, dict) else {})
         except ValueError as err:
             return self.fail(400, "BadConfig", str(err))
-        self.reply(200, "io.scoreflow.score.updated", result)
+        self.reply(200, "io.scoreflow.score.updated", result, {"scoreflowresource": result["resource"]})
 
     def fail(self, status, reason, message):
         """A 4xx with an io.scoreflow.score.failed saying why: not retried, it is dead-lettered."""
@@ -69,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
                               "type": self.headers.get("Ce-Type", "")},
                     "reason": reason, "message": message[:300]})
 
-    def reply(self, status, etype, data):
+    def reply(self, status, etype, data, extensions=None):
         out = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("Ce-Specversion", "1.0")
@@ -77,6 +85,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Ce-Source", SOURCE)
         self.send_header("Ce-Type", etype)
         self.send_header("Ce-Time", datetime.now(timezone.utc).isoformat())
+        for name, value in (extensions or {}).items():
+            self.send_header("Ce-" + name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()

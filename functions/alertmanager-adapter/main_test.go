@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,8 @@ func TestMain(m *testing.M) { functest.Main(m, main) }
 // Every flag has its own explanation in --help.
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	fn, _ := newFunction()
-	functest.HelpExplainsEveryFlag(t, fn, "--cluster-label", "--metric-name", "--metric-prefix", "--sink", "K_SINK", "K_CE_OVERRIDES")
+	functest.HelpExplainsEveryFlag(t, fn, "--cluster-label", "--metric-name", "--metric-prefix", "--sink", "K_SINK", "K_CE_OVERRIDES",
+		"--token-file", "--max-body-bytes", "--max-concurrent")
 }
 
 // The binary as a SinkBinding runs it: K_SINK and K_CE_OVERRIDES from the environment, webhooks
@@ -30,7 +33,11 @@ func TestBinary(t *testing.T) {
 		}
 		return functest.MetricChanged(e)
 	})
-	fn := functest.Start(t, []string{"K_SINK=" + sink.URL, `K_CE_OVERRIDES={"extensions":{"sinkbinding":"am"}}`, "CLUSTER_LABEL=managed_cluster"},
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("am-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := functest.Start(t, []string{"K_SINK=" + sink.URL, `K_CE_OVERRIDES={"extensions":{"sinkbinding":"am"}}`, "CLUSTER_LABEL=managed_cluster", "TOKEN_FILE=" + tokenFile},
 		"--metric-name", "scoreflow_alert_firing")
 	if code, _ := functest.Get(t, fn.URL+"/healthz"); code != http.StatusOK {
 		t.Fatalf("GET /healthz = %d, want 200", code)
@@ -40,13 +47,23 @@ func TestBinary(t *testing.T) {
 		t.Errorf("GET /readyz = %d, want 200", code)
 	}
 	body := `{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"HighCPU","managed_cluster":"c1"},"startsAt":"2026-03-01T11:50:00Z","endsAt":"0001-01-01T00:00:00Z"}]}`
-	resp, err := http.Post(fn.URL+"/", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST / = %d, want 200", resp.StatusCode)
+	for _, c := range []struct {
+		token  string
+		status int
+	}{{"", http.StatusUnauthorized}, {"other", http.StatusUnauthorized}, {"am-token", http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodPost, fn.URL+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Fatalf("POST / with token %q = %d, want %d", c.token, resp.StatusCode, c.status)
+		}
 	}
 	select {
 	case e := <-sink.Arrived():
@@ -70,8 +87,10 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		args, env []string
 		want      string
 	}{
-		{nil, []string{"K_SINK="}, "K_SINK"},
-		{[]string{"--cluster-label", "managed-cluster"}, []string{"K_SINK=http://127.0.0.1:1"}, "cluster label"},
+		{nil, []string{"K_SINK=", "TOKEN_FILE=/t"}, "K_SINK"},
+		{[]string{"--cluster-label", "managed-cluster"}, []string{"K_SINK=http://127.0.0.1:1", "TOKEN_FILE=/t"}, "cluster label"},
+		{nil, []string{"K_SINK=http://127.0.0.1:1"}, "--token-file"},
+		{[]string{"--max-concurrent", "0"}, []string{"K_SINK=http://127.0.0.1:1", "TOKEN_FILE=/t"}, "--max-concurrent"},
 	} {
 		out, code := functest.Exec(t, tt.env, append([]string{"--port", "0"}, tt.args...)...)
 		if code != 1 || !strings.Contains(out, tt.want) {

@@ -1,7 +1,7 @@
 // Command health-scorer scores managed clusters' health for disaster-recovery placement: from
 // ApiServerSource events about ManagedClusters (mode Resource), answering each with one
-// score.updated for that cluster, and on each PingSource event from a list of every ManagedCluster
-// on the hub, answering with one score.updated for all of them. See package
+// score.updated for that cluster, and on each PingSource event from its informer's cache of every
+// ManagedCluster on the hub, answering with one score.updated for all of them. See package
 // github.com/scoreflow/scoreflow/pkg/scorers/health for the scoring table.
 package main
 
@@ -23,7 +23,7 @@ func main() {
 	fn.Flags.StringVar(&s.Resource, "resource", "cluster-health", "AddOnPlacementScore name the health score is written to")
 	fn.Flags.StringVar(&s.ScoreName, "score-name", "health", "score item name within the resource")
 	fn.Flags.DurationVar(&s.ValidFor, "valid-for", health.DefaultValidFor, "validUntil of each score, counted from its evaluation; pings renew it, so keep it a few schedule intervals; 0: until the next score")
-	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub, for listing ManagedClusters on pings (empty: in-cluster config)")
+	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub, for watching ManagedClusters (empty: in-cluster config)")
 
 	// A result too large for one event sends all but its reply here (pkg/scorer).
 	newSink := fn.OptionalSinkFlags()
@@ -46,7 +46,9 @@ func main() {
 		if err != nil {
 			return err
 		}
-		s.Clusters = health.HubClusters{Client: client}
+		// Not a readiness condition: ApiServerSource events need no cache, and a ping before the
+		// first list is answered 503 (or 400 Forbidden, naming the grant, if it was refused).
+		s.Clusters = health.WatchClusters(ctx, client, fn.Log)
 		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), s.Routes(), sink, *split), nil)
 	})
 }

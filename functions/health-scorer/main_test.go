@@ -58,7 +58,12 @@ func TestBinary(t *testing.T) {
 	fn := functest.Start(t, []string{"KUBECONFIG=" + kubeconfig}, "--resource", "dr-health")
 
 	t.Run("a ping scores every cluster on the hub", func(t *testing.T) {
+		// Until the informer has listed the hub a ping is answered 503, for the broker to retry.
 		status, reply := functest.Send(t, fn.URL, functest.Ping(`{}`))
+		for deadline := time.Now().Add(10 * time.Second); status == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			status, reply = functest.Send(t, fn.URL, functest.Ping(`{}`))
+		}
 		su, fail := functest.Reply(t, reply)
 		if status != http.StatusOK || fail != nil {
 			t.Fatalf("status %d failure %+v", status, fail)

@@ -1,7 +1,8 @@
 // Command latency-scorer scores clusters by HTTP latency measured on fresh connections. On the hub
-// it answers PingSource events (data: its configuration) with one score.updated; with --cluster it
-// runs on that managed cluster, measures every --interval and sends the scores to K_SINK. See
-// package github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
+// it answers PingSource events (data: its configuration, naming only URLs its --targets-file
+// lists) with one score.updated; with --cluster it runs on that managed cluster, measures every
+// --interval and sends the scores to K_SINK. See package
+// github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
 package main
 
 import (
@@ -21,11 +22,18 @@ func main() {
 	cluster := fn.Flags.String("cluster", "", "agent mode: the managed cluster this runs on; it measures from there every --interval and sends score.updated to K_SINK (empty: hub mode, PingSource events only)")
 	configFile := fn.Flags.String("config-file", "", "agent mode: configuration file, JSON or YAML like the PingSource data (a mounted ConfigMap; re-read every round)")
 	interval := fn.Flags.Duration("interval", time.Minute, "agent mode: time between measurement rounds (the first runs at start)")
-	newSender := fn.SinkFlags() // agent mode: the hub broker, from the SinkBinding's K_SINK
+	targetsFile := fn.Flags.String("targets-file", "", "the URLs a PingSource's configuration may name, each with the cluster it scores (JSON or YAML, a mounted ConfigMap; re-read on every ping); "+
+		"in agent mode the --config-file's URLs too. Empty: pings measure nothing (in agent mode, only the --config-file's URLs)")
+	newSender := fn.SinkFlags() // agent mode: the hub's agent gateway (K_SINK, set by addon/'s template)
 	hubToken := hubtoken.RegisterFlags(fn.Flags)
+	opts := scorer.Flags(fn.Flags)
 
 	fn.Main(func(ctx context.Context) error {
 		s := latency.New(*cluster, fn.Log, fn.Registry)
+		s.Allowed = latency.DeploymentTargets(*targetsFile, *configFile, *cluster)
+		if _, err := latency.LoadTargets(*targetsFile, *cluster); err != nil {
+			return err
+		}
 		if *cluster != "" {
 			if err := contract.ValidateClusterName(*cluster); err != nil {
 				return err
@@ -39,8 +47,9 @@ func main() {
 			if _, err := latency.LoadFile(*configFile, *cluster); err != nil {
 				return err
 			}
-			// As an OCM addon agent: the sink token is minted with the agent's hub credentials.
-			if err := hubToken.Start(ctx, fn.Log, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
+			// As an OCM addon agent: the token for the agent gateway is minted with the agent's
+			// hub credentials.
+			if err := hubToken.Start(ctx, fn.Log, *cluster, fn.Flags.Lookup("sink-token-file").Value.String()); err != nil {
 				return err
 			}
 			sender, err := newSender()
@@ -50,6 +59,6 @@ func main() {
 			a := &latency.Agent{Scorer: s, ConfigFile: *configFile, Interval: *interval, Sender: sender, Source: fn.Source() + "/" + *cluster}
 			go a.Run(ctx)
 		}
-		return fn.Serve(ctx, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}), nil)
+		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), scorer.Route{contract.TypePing: s.Ping}, nil, *opts), nil)
 	})
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 func TestMain(m *testing.M) { functest.Main(m, main) }
 
 func TestHelpNamesEveryFlag(t *testing.T) {
-	functest.Help(t, "--cluster", "--config-file", "--interval", "--sink  [env SINK]", "$K_SINK", "--ce-overrides  [env CE_OVERRIDES]", "$K_CE_OVERRIDES", "--port")
+	functest.Help(t, "--cluster", "--config-file", "--interval", "--targets-file  [env TARGETS_FILE]", "--sink  [env SINK]", "$K_SINK", "--ce-overrides  [env CE_OVERRIDES]", "$K_CE_OVERRIDES", "--port")
 }
 
 func TestNoKnativeEventingImport(t *testing.T) {
@@ -62,4 +64,49 @@ func TestAgentModeAsDeployed(t *testing.T) {
 	}
 
 	fn.Stop(t, 25*time.Second)
+}
+
+// TestHubModeAsDeployed runs the binary as deploy/latency-scorer.yaml does (TARGETS_FILE, a
+// mounted ConfigMap): a ping measures a listed target, and one naming another URL is refused with
+// nothing contacted. A targets file it cannot use stops it at start.
+func TestHubModeAsDeployed(t *testing.T) {
+	var listed, unlisted atomic.Int64
+	count := func(n *atomic.Int64) *httptest.Server {
+		s := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				n.Add(1)
+			}
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+		return s
+	}
+	ok, other := count(&listed), count(&unlisted)
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	if err := os.WriteFile(targets, []byte("targets:\n- url: '"+ok.URL+"'\n  cluster: cluster1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := functest.Start(t, []string{"TARGETS_FILE=" + targets})
+	for _, c := range []struct {
+		url    string
+		status int
+	}{{other.URL, http.StatusBadRequest}, {ok.URL, http.StatusOK}} {
+		status, reply := functest.Send(t, fn.URL, functest.Ping(`{"resource":"latency","latencies":[{"name":"ingress","cluster":"cluster1","url":"`+c.url+`","runs":1}]}`))
+		if status != c.status {
+			t.Errorf("ping naming %s: %d %v, want %d", c.url, status, reply, c.status)
+		}
+	}
+	if listed.Load() != 1 || unlisted.Load() != 0 {
+		t.Errorf("connections: listed %d, unlisted %d; want 1 and 0", listed.Load(), unlisted.Load())
+	}
+	fn.Stop(t, 10*time.Second)
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("targets:\n- url: '"+ok.URL+"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := functest.Exec(t, []string{"TARGETS_FILE=" + bad}, "--port", "0"); code != 1 || !strings.Contains(out, "required on the hub") {
+		t.Errorf("a hub target without a cluster: exit %d, output %s; want exit 1 naming the problem", code, out)
+	}
 }

@@ -6,10 +6,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -22,6 +24,7 @@ import (
 func main() {
 	fn := function.New("optimizer", "chooses a policy per cluster and a cluster per workload from AddOnPlacementScores and writes the plan as Placements and PlacementBindings")
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config)")
+	namespaces := fn.Flags.String("namespaces", "", "comma-separated namespaces whose policies, workloads and Placements requests may name (required; grant it a Role in each): a request for another is refused 400 Forbidden, nothing read or written")
 	lower := fn.Flags.String("lower-is-better", "", "comma-separated AddOnPlacementScore names whose lower values are better, minimised when a request sets no preference.goal (e.g. raw power readings)")
 	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal, with its bound")
 	deadline := fn.Flags.Duration("request-deadline", 50*time.Second, "how long one request may take in all (waiting its turn, reading the hub, searching, writing): the search stops early enough to leave the writes a quarter of what is left and four times what reading the hub took, and a request that cannot answer with a plan in time answers 503; keep it below the optimizer Trigger's delivery timeout (60s) so the broker hears the answer (0: none)")
@@ -42,6 +45,18 @@ func main() {
 			return fmt.Errorf("--time-limit and --request-deadline must not be negative")
 		}
 		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, RequestDeadline: *deadline, ComplianceClaim: *claim, ComplianceValue: *claimValue, MarkCompliance: *mark}}
+		for _, n := range strings.Split(*namespaces, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if msgs := validation.IsDNS1123Label(n); len(msgs) > 0 {
+				return fmt.Errorf("--namespaces: %q: %s", n, strings.Join(msgs, "; "))
+			}
+			o.Opts.Namespaces = append(o.Opts.Namespaces, n)
+		}
+		if len(o.Opts.Namespaces) == 0 {
+			return errors.New("--namespaces is required: the namespaces whose Placements this optimizer may write")
+		}
 		for _, n := range strings.Split(*lower, ",") {
 			if n = strings.TrimSpace(n); n != "" {
 				o.Opts.LowerIsBetter = append(o.Opts.LowerIsBetter, n)
@@ -57,7 +72,7 @@ func main() {
 			return err
 		}
 		if *mark {
-			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Log: fn.Log}
+			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Namespaces: o.Opts.Namespaces, Log: fn.Log}
 			go mk.Run(ctx, *markEvery)
 		}
 		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}

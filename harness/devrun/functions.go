@@ -210,11 +210,13 @@ func envValue(set *manifests.Set, namespace string, e corev1.EnvVar) (string, er
 // the cluster injects (which wins, as on a cluster), logging to logDir/<name>.log, and waits until
 // /readyz answers 200.
 func (f *Function) start(ctx context.Context, injected []string, logDir string, ready time.Duration) error {
+	// Owner-only, as the run's tokens are: a mounted file may hold what only the function is
+	// meant to read, and the machine may have other users.
 	for p, content := range f.Files {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, content, 0o644); err != nil {
+		if err := os.WriteFile(p, content, 0o600); err != nil {
 			return err
 		}
 	}

@@ -1,13 +1,15 @@
 package devrun
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
@@ -47,61 +49,84 @@ func TestEveryServiceRunsLocally(t *testing.T) {
 	}
 }
 
-// TestOIDCLayoutPatchesTheServices: with sender identity on, a run reads oidc/'s Broker and
-// Triggers, and every oidc/patches file applies to its Service in both forms a run uses (the typed
-// one the local process is made from, the object sent to the hub), with the same result.
-func TestOIDCLayoutPatchesTheServices(t *testing.T) {
+// TestOIDCVariantServices: a run with sender identity builds config/oidc, and the local processes
+// are made from the same objects the hub gets: each function carries the AUTH_ settings of its
+// Service on the hub, every function of an oidc/patches file verifies its callers, and the
+// metric-watcher, which no Trigger calls, does not.
+func TestOIDCVariantServices(t *testing.T) {
 	root := filepath.Join("..", "..")
-	l, err := layoutOf(root, true)
+	if v := Variant(true, false); v != "oidc" {
+		t.Fatalf("Variant(oidc) = %q", v)
+	}
+	built, err := manifests.Build(filepath.Join(root, "config", Variant(true, false)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := manifests.Load(l.broker, l.triggers, l.deploy)
+	set, err := manifests.Decode(built)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.patchSet(set); err != nil {
 		t.Fatal(err)
 	}
 	fns, err := functionsFrom(set, "bin", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := knlocal.ReadFiles(l.deploy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.patchObjects(objs); err != nil {
-		t.Fatal(err)
-	}
-	onHub := map[string]string{}
-	for _, o := range objs {
+	onHub := map[string]map[string]string{}
+	for _, it := range built {
+		o := it.Object
 		if o.GetKind() != "Service" {
 			continue
 		}
 		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+		onHub[o.GetName()] = map[string]string{}
 		for _, e := range env {
-			if m := e.(map[string]any); m["name"] == "AUTH_AUDIENCE" {
-				onHub[o.GetName()] = m["value"].(string)
+			m := e.(map[string]any)
+			if name := m["name"].(string); strings.HasPrefix(name, "AUTH_") {
+				onHub[o.GetName()][name], _ = m["value"].(string)
 			}
 		}
+	}
+	patches, err := filepath.Glob(filepath.Join(root, "oidc", "patches", "*.json"))
+	if err != nil || len(patches) == 0 {
+		t.Fatalf("no oidc/patches (%v)", err)
 	}
 	verifying := 0
 	byName := map[string]*Function{}
 	for _, f := range fns {
 		byName[f.Name] = f
-		if f.Env["AUTH_AUDIENCE"] != onHub[f.Name] {
-			t.Errorf("%s: AUTH_AUDIENCE %q locally, %q on the hub", f.Name, f.Env["AUTH_AUDIENCE"], onHub[f.Name])
+		for _, k := range []string{"AUTH_OIDC", "AUTH_AUDIENCE", "AUTH_ALLOWED_SUBJECTS"} {
+			if f.Env[k] != onHub[f.Name][k] {
+				t.Errorf("%s: %s %q locally, %q on the hub", f.Name, k, f.Env[k], onHub[f.Name][k])
+			}
 		}
 		if f.Env["AUTH_OIDC"] == "true" {
 			verifying++
 		}
 	}
-	if want := len(l.patches) - 1; verifying != want { // every patch but cloudevents-player's
-		t.Errorf("%d functions verify callers, want %d (one per oidc/patches file but cloudevents-player's)", verifying, want)
+	if want := len(patches); verifying != want {
+		t.Errorf("%d functions verify callers, want %d (one per oidc/patches file)", verifying, want)
 	}
 	if w := byName["metric-watcher"]; w == nil || w.Env["AUTH_OIDC"] == "true" {
 		t.Error("the metric-watcher, which no Trigger calls, verifies callers")
+	}
+}
+
+// TestMountedFilesAreOwnerOnly: a function's mounted files are written readable by the user
+// running scoreflow only, whether or not the function then starts.
+func TestMountedFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "files", "fn", "config", "token")
+	f := &Function{Name: "fn", Binary: "/bin/false", URL: "http://127.0.0.1:1", Files: map[string][]byte{file: []byte("s3cret")}}
+	if err := f.start(context.Background(), nil, dir, 5*time.Second); err == nil {
+		t.Fatal("a binary that exits at once started")
+	}
+	for path, want := range map[string]os.FileMode{file: 0o600, filepath.Dir(file): 0o700} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %v, want %v", path, got, want)
+		}
 	}
 }

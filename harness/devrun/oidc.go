@@ -2,119 +2,23 @@ package devrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
-	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
-
-// layout is which manifest files a run applies: the default ones, or with Options.OIDC the oidc/
-// variant as oidc/README.md installs it (its Broker and Triggers instead of brokers/ and
-// triggers/, each oidc/patches/<service>.json applied to deploy/'s Service, then the
-// EventPolicies and the discovery RBAC).
-type layout struct {
-	broker, triggers, deploy string
-	after                    []string
-	patches                  map[string]jsonpatch.Patch // by Service name
-}
-
-func layoutOf(root string, oidc bool) (*layout, error) {
-	l := &layout{broker: filepath.Join(root, "brokers", "scoreflow.yaml"), triggers: filepath.Join(root, "triggers"),
-		deploy: filepath.Join(root, "deploy")}
-	if !oidc {
-		return l, nil
-	}
-	dir := filepath.Join(root, "oidc")
-	l.broker, l.triggers = filepath.Join(dir, "broker.yaml"), filepath.Join(dir, "triggers")
-	l.after = []string{filepath.Join(dir, "eventpolicies.yaml"), filepath.Join(dir, "discovery.yaml")}
-	files, err := filepath.Glob(filepath.Join(dir, "patches", "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	l.patches = map[string]jsonpatch.Patch{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		p, err := jsonpatch.DecodePatch(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		l.patches[strings.TrimSuffix(filepath.Base(f), ".json")] = p
-	}
-	return l, nil
-}
-
-// patchSet applies the patches to the typed Services the local processes are made from.
-func (l *layout) patchSet(set *manifests.Set) error {
-	seen := map[string]bool{}
-	for i, it := range set.Services {
-		p, ok := l.patches[it.Object.Name]
-		if !ok {
-			continue
-		}
-		seen[it.Object.Name] = true
-		raw, err := json.Marshal(it.Object)
-		if err != nil {
-			return err
-		}
-		if raw, err = p.Apply(raw); err != nil {
-			return fmt.Errorf("oidc/patches/%s.json: %w", it.Object.Name, err)
-		}
-		svc := &servingv1.Service{}
-		if err := json.Unmarshal(raw, svc); err != nil {
-			return err
-		}
-		set.Services[i].Object = svc
-	}
-	for name := range l.patches {
-		if !seen[name] {
-			return fmt.Errorf("oidc/patches/%s.json: deploy/ has no Service %s", name, name)
-		}
-	}
-	return nil
-}
-
-// patchObjects applies the patches to the Services sent to the hub, as `kubectl patch ksvc` does.
-func (l *layout) patchObjects(objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		p, ok := l.patches[o.GetName()]
-		if !ok || o.GetKind() != "Service" || o.GetAPIVersion() != servingv1.SchemeGroupVersion.String() {
-			continue
-		}
-		raw, err := json.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		if raw, err = p.Apply(raw); err != nil {
-			return fmt.Errorf("oidc/patches/%s.json: %w", o.GetName(), err)
-		}
-		o.Object = nil
-		if err := json.Unmarshal(raw, &o.Object); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // identityEnv is what a pod of f has on a cluster with sender identity on, locally: for a function
 // that verifies its callers, the API server to read OIDC discovery from and its CA (in a pod,
@@ -158,26 +62,29 @@ func (s *Stack) Mounted(function, path string) string {
 	return filepath.Join(s.StateDir, "files", function, "mounts", path)
 }
 
-// BrokerPolicy is the EventPolicy of oidc/eventpolicies.yaml: who may send to the Broker.
-const BrokerPolicy = "scoreflow-broker"
+// ClientPolicy is the EventPolicy that admits a client AdmitClient admits.
+func ClientPolicy(name string) string { return "scoreflow-client-" + name }
 
-// AdmitClient gives a client an identity the Broker admits, the way oidc/README.md has an operator
-// admit a person's client: a ServiceAccount name in the scoreflow namespace, added to the Broker's
-// EventPolicy, and a token of it for the Broker's audience (its status.address.audience), valid
-// for ttl. Knative admits it once its EventPolicy's status names it, within seconds.
+// AdmitClient gives a client an identity the Broker admits, the way docs/security.md has an
+// operator admit a person's client: a ServiceAccount name in the scoreflow namespace, an
+// EventPolicy of its own naming it (with no filters: a person's tool may send any type), and a
+// token of it for the Broker's audience (its status.address.audience), valid for ttl. Knative
+// admits it once the Broker's status lists the policy, within seconds.
 func (s *Stack) AdmitClient(ctx context.Context, name string, ttl time.Duration) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}
 	if _, err := s.Hub.Kube.CoreV1().ServiceAccounts(Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	policies, err := s.Knative.Applier.Resource(knlocal.EventPolicyKind, Namespace)
-	if err != nil {
-		return "", err
-	}
-	patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/from/-",
-		"value": map[string]string{"sub": "system:serviceaccount:" + Namespace + ":" + name}}})
-	if _, err := policies.Patch(ctx, BrokerPolicy, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		return "", fmt.Errorf("admitting %s in EventPolicy %s: %w", name, BrokerPolicy, err)
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": knlocal.EventPolicyKind.GroupVersion().String(), "kind": knlocal.EventPolicyKind.Kind,
+		"metadata": map[string]any{"name": ClientPolicy(name), "namespace": Namespace},
+		"spec": map[string]any{
+			"to":   []any{map[string]any{"ref": map[string]any{"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "scoreflow"}}},
+			"from": []any{map[string]any{"sub": "system:serviceaccount:" + Namespace + ":" + name}},
+		},
+	}}
+	if err := s.Knative.Applier.Apply(ctx, policy); err != nil {
+		return "", fmt.Errorf("admitting %s in EventPolicy %s: %w", name, ClientPolicy(name), err)
 	}
 	brokers, err := s.Knative.Applier.Resource(knlocal.BrokerKind, Namespace)
 	if err != nil {

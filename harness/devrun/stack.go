@@ -1,12 +1,14 @@
 // Package devrun runs scoreflow on one machine from the same YAML a cluster gets: a local hub
 // (etcd, kube-apiserver, OCM CRDs) with demo ManagedClusters and a Placement, the real OCM
-// placement controller, a real Prometheus fed with changing demo data, every function of deploy/
-// as a process (with Options.PythonExample, also the Python scorer of examples/python-scorer), and
-// the stock Knative Eventing (harness/knlocal) running brokers/, triggers/ and deploy/ unmodified:
-// its broker, PingSource and ApiServerSource adapters, SinkBindings and webhook. `scoreflow run`
-// and the end-to-end tests use it; with Options.OIDC (`scoreflow run --oidc`, test/oidc) it runs
-// the oidc/ variant on Knative with sender identity on; with Options.TLS (`scoreflow run --tls`,
-// test/tls) Knative's transport encryption is strict and every hop is HTTPS.
+// placement controller, a real Prometheus fed with changing demo data, every function of the
+// variant as a process (with Options.PythonExample, also the Python scorer of
+// examples/python-scorer), and the stock Knative Eventing (harness/knlocal) running the variant's
+// objects unmodified: its broker, PingSource and ApiServerSource adapters, SinkBindings and
+// webhook. The variant is the kustomization config/<Variant> built as `kubectl apply -k` builds
+// it: config/default, with Options.OIDC (`scoreflow run --oidc`, test/oidc) config/oidc on
+// Knative with sender identity on, with Options.TLS (`scoreflow run --tls`, test/tls) config/tls
+// with Knative's transport encryption strict and every hop HTTPS, with both config/oidc-tls.
+// `scoreflow run` and the end-to-end tests use it.
 package devrun
 
 import (
@@ -28,6 +30,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
@@ -54,7 +57,7 @@ var DemoClusters = []string{"cluster1", "cluster2", "cluster3"}
 
 // Options configure a Stack. Zero values take the defaults shown.
 type Options struct {
-	// Root is the repository: brokers/, triggers/ and deploy/ are read from it (default ".").
+	// Root is the repository: config/<variant> is built from it (default ".").
 	Root string
 	// BinDir holds the function binaries, one per functions/<name> (`make build`: bin/).
 	BinDir string
@@ -72,7 +75,7 @@ type Options struct {
 	// them waves: a test decides when a metric changes.
 	DemoManual bool
 	// OIDC runs with Knative's sender identity on (authentication-oidc, default-authorization-mode
-	// deny-all) and the oidc/ variant of the manifests applied as oidc/README.md says: every
+	// deny-all) and the variant with oidc/ (config/oidc, or config/oidc-tls with TLS): every
 	// Trigger presents a token for its function's audience, every function verifies it, the
 	// SinkBinding-bound functions send with the token Knative mounts for them, and the Broker
 	// admits only what its EventPolicy names.
@@ -142,15 +145,13 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	lay, err := layoutOf(opts.Root, opts.OIDC)
+	variant := Variant(opts.OIDC, opts.TLS)
+	built, err := manifests.Build(filepath.Join(opts.Root, "config", variant))
 	if err != nil {
 		return nil, err
 	}
-	set, err := manifests.Load(lay.broker, lay.triggers, lay.deploy)
+	set, err := manifests.Decode(built)
 	if err != nil {
-		return nil, err
-	}
-	if err := lay.patchSet(set); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -164,11 +165,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}()
 	log := opts.Log
 
-	log.Info("starting the local hub (etcd, kube-apiserver, OCM CRDs)")
+	log.Info("starting the local hub (etcd, kube-apiserver, OCM CRDs, addon CRDs)")
 	if s.Hub, err = localhub.Start(); err != nil {
 		return s, err
 	}
 	if err = s.Hub.WriteKubeconfig(s.Kubeconfig); err != nil {
+		return s, err
+	}
+	// The agent gateway admits agents by their ManagedClusterAddOns.
+	if err = s.Hub.InstallAddonCRDs(); err != nil {
 		return s, err
 	}
 	if err = s.topology(ctx); err != nil {
@@ -208,17 +213,10 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		}
 	}
 
-	if opts.OIDC {
-		log.Info("applying the oidc/ variant: deploy/ with oidc/patches, oidc/broker.yaml, oidc/triggers/, EventPolicies (admitted by Knative's webhook)")
-	} else {
-		log.Info("applying deploy/, brokers/ and triggers/ unmodified (admitted by Knative's webhook)")
-	}
-	objs, err := knlocal.ReadFiles(append([]string{filepath.Join(lay.deploy, "00-namespace.yaml"), lay.broker, lay.triggers, lay.deploy}, lay.after...)...)
-	if err != nil {
-		return s, err
-	}
-	if err = lay.patchObjects(objs); err != nil {
-		return s, err
+	log.Info("applying config/"+variant+" as kubectl apply -k builds it (admitted by Knative's webhook)", "objects", len(built))
+	objs := make([]*unstructured.Unstructured, len(built))
+	for i, it := range built {
+		objs[i] = it.Object
 	}
 	if err = s.Knative.Applier.Apply(ctx, objs...); err != nil {
 		return s, err
@@ -271,6 +269,20 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		go func() { defer s.wg.Done(); s.feedDemo(runCtx) }()
 	}
 	return s, nil
+}
+
+// Variant is the directory of config/ a run with sender identity (oidc) and strict transport
+// encryption (tls) on or off applies.
+func Variant(oidc, tls bool) string {
+	switch {
+	case oidc && tls:
+		return "oidc-tls"
+	case oidc:
+		return "oidc"
+	case tls:
+		return "tls"
+	}
+	return "default"
 }
 
 // Stop stops everything Start started, in reverse order, and waits for it.

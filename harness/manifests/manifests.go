@@ -1,13 +1,15 @@
-// Package manifests loads scoreflow's deployment YAML (brokers/, triggers/, deploy/) into typed
-// Kubernetes and Knative objects, strictly: a misspelt field, a duplicate key, a kind scoreflow does
-// not use or the same object defined twice is an error naming the file and line. The CLI, the local
-// broker and the tests read the same files `ko apply` sends to a cluster, so what runs locally is
-// what is deployed.
+// Package manifests loads scoreflow's deployment YAML (the variants of config/, built with
+// kustomize from deploy/, brokers/, triggers/, eventtypes/ and oidc/) into typed Kubernetes and
+// Knative objects, strictly: a misspelt field, a duplicate key, a kind scoreflow does not use or
+// the same object defined twice is an error naming the file and line. The CLI, the local broker
+// and the tests read what `kubectl kustomize config/<variant> | ko apply -f -` sends to a
+// cluster, so what runs locally is what is deployed.
 package manifests
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,10 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
+	eventingv1alpha1 "knative.dev/eventing/pkg/apis/eventing/v1alpha1"
+	eventingv1beta2 "knative.dev/eventing/pkg/apis/eventing/v1beta2"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/yaml"
@@ -66,6 +71,8 @@ type Set struct {
 	ApiServerSources    []Item[*sourcesv1.ApiServerSource]
 	SinkBindings        []Item[*sourcesv1.SinkBinding]
 	Services            []Item[*servingv1.Service]
+	EventPolicies       []Item[*eventingv1alpha1.EventPolicy]
+	EventTypes          []Item[*eventingv1beta2.EventType]
 
 	all []Item[Object]
 }
@@ -90,6 +97,8 @@ var Kinds = []schema.GroupVersionKind{
 	sourcesv1.SchemeGroupVersion.WithKind("ApiServerSource"),
 	sourcesv1.SchemeGroupVersion.WithKind("SinkBinding"),
 	servingv1.SchemeGroupVersion.WithKind("Service"),
+	eventingv1alpha1.SchemeGroupVersion.WithKind("EventPolicy"),
+	eventingv1beta2.SchemeGroupVersion.WithKind("EventType"),
 }
 
 var (
@@ -100,6 +109,7 @@ var (
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, rbacv1.AddToScheme, eventingv1.AddToScheme, sourcesv1.AddToScheme, servingv1.AddToScheme,
+		eventingv1alpha1.AddToScheme, eventingv1beta2.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)
@@ -110,13 +120,14 @@ func init() {
 	decoder = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{Yaml: true, Strict: true})
 }
 
-// Load decodes every manifest under paths. A path is a file, or a directory whose *.yaml, *.yml
-// and *.json files are read in lexical order, without descending into subdirectories: the same
-// files `kubectl apply -f DIR` and `ko apply -f DIR` take. Errors from every file are returned
-// together.
+// Load decodes every manifest under paths. A path is a file; a directory with a kustomization,
+// built as `kubectl apply -k DIR` does (Build); or another directory, whose *.yaml, *.yml and
+// *.json files are read in lexical order, without descending into subdirectories: the same files
+// `kubectl apply -f DIR` and `ko apply -f DIR` take. Errors from every file are returned together.
 func Load(paths ...string) (*Set, error) {
 	var files []string
 	var errs []error
+	s := &Set{}
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
@@ -125,6 +136,10 @@ func Load(paths ...string) (*Set, error) {
 		}
 		if !st.IsDir() {
 			files = append(files, p)
+			continue
+		}
+		if IsKustomization(p) {
+			errs = append(errs, s.addBuilt(p)...)
 			continue
 		}
 		entries, err := os.ReadDir(p)
@@ -143,7 +158,6 @@ func Load(paths ...string) (*Set, error) {
 			errs = append(errs, fmt.Errorf("%s: no manifest files (*.yaml, *.yml, *.json)", p))
 		}
 	}
-	s := &Set{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -187,6 +201,43 @@ func (s *Set) Add(path string, data []byte) error {
 		s.add(src, obj)
 	}
 	return errors.Join(errs...)
+}
+
+// addBuilt decodes the objects of the kustomization in dir into s.
+func (s *Set) addBuilt(dir string) []error {
+	items, err := Build(dir)
+	if err != nil {
+		return []error{err}
+	}
+	return s.addItems(items)
+}
+
+// Decode decodes built objects (Build) as strictly as Load does: a run builds a variant once and
+// both applies its objects and reads them typed.
+func Decode(items []Item[*unstructured.Unstructured]) (*Set, error) {
+	s := &Set{}
+	errs := append(s.addItems(items), s.duplicates()...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func (s *Set) addItems(items []Item[*unstructured.Unstructured]) []error {
+	var errs []error
+	for _, it := range items {
+		doc, err := json.Marshal(it.Object.Object)
+		if err != nil {
+			return []error{err}
+		}
+		obj, err := decode(doc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", it.Source, err))
+			continue
+		}
+		s.add(it.Source, obj)
+	}
+	return errs
 }
 
 func decode(doc []byte) (Object, error) {
@@ -278,6 +329,10 @@ func (s *Set) add(src Source, obj Object) {
 		s.SinkBindings = append(s.SinkBindings, Item[*sourcesv1.SinkBinding]{src, o})
 	case *servingv1.Service:
 		s.Services = append(s.Services, Item[*servingv1.Service]{src, o})
+	case *eventingv1alpha1.EventPolicy:
+		s.EventPolicies = append(s.EventPolicies, Item[*eventingv1alpha1.EventPolicy]{src, o})
+	case *eventingv1beta2.EventType:
+		s.EventTypes = append(s.EventTypes, Item[*eventingv1beta2.EventType]{src, o})
 	}
 }
 

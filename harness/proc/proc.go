@@ -122,19 +122,34 @@ func (p *Process) WaitPort(addr string, timeout time.Duration) error {
 // below the kernel's ephemeral range: a port the kernel hands out (to another listener asking for
 // port 0, or as the source port of an outgoing connection, which a busy test machine makes by the
 // thousand) could be taken again between this check and the child's bind.
+//
+// A port is handed out at most once per process: a stack chooses the ports of all its children
+// before any of them binds, so a port free at each check could otherwise go to two of them.
 func FreePort() (int, error) {
 	low := ephemeralLow()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for i := 0; i < 100; i++ {
 		port := 10000 + rand.IntN(low-10000)
+		if handedOut.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
 			continue
 		}
 		_ = l.Close()
+		handedOut.ports[port] = true
 		return port, nil
 	}
 	return 0, errors.New("no free TCP port below the ephemeral range after 100 tries")
 }
+
+// handedOut is every port FreePort returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux default 32768).
 func ephemeralLow() int {

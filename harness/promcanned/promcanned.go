@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
+	"github.com/scoreflow/scoreflow/harness/benchrss"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
@@ -87,9 +88,10 @@ func Querier(tb testing.TB, t Transport) *prom.Client {
 	return c
 }
 
-// BenchHandle runs h on e b.N times, reporting CPU per op (benchcpu): the whole answer to a
-// ping, from its configuration to the score.updated events encoded (their data is marshalled
-// when they are built). Every answer must be 200 with a score.updated covering items clusters.
+// BenchHandle runs h on e b.N times, reporting CPU per op (benchcpu) and the peak growth of
+// resident memory over the loop (benchrss): the whole answer to a ping, from its configuration
+// to the score.updated events encoded (their data is marshalled when they are built). Every
+// answer must be 200 with a score.updated covering items clusters.
 func BenchHandle(b *testing.B, h function.Handler, e event.Event, items int) {
 	b.Helper()
 	res := h(context.Background(), e)
@@ -101,6 +103,7 @@ func BenchHandle(b *testing.B, h function.Handler, e event.Event, items int) {
 		b.Fatalf("score.updated: %v, %d items, want %d", err, len(su.Items), items)
 	}
 	b.ReportAllocs()
+	rss := benchrss.Start(b)
 	cpu := benchcpu.Start()
 	for b.Loop() {
 		if res := h(context.Background(), e); res.Status != http.StatusOK || len(res.Event.Data()) == 0 {
@@ -108,5 +111,6 @@ func BenchHandle(b *testing.B, h function.Handler, e event.Event, items int) {
 		}
 	}
 	cpu.Report(b)
+	rss.Report(b)
 	b.ReportMetric(float64(len(res.Event.Data())), "data-bytes")
 }

@@ -2,13 +2,16 @@ package alertmanager
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -22,9 +25,15 @@ type Sender interface {
 	Send(ctx context.Context, e event.Event) error
 }
 
-// MaxBodyBytes bounds a webhook body. Alertmanager's max_alerts is unbounded by default, but even
-// thousands of alerts with many labels stay far below this.
-const MaxBodyBytes = 8 << 20
+// Defaults of the bounds on what callers may make the adapter hold.
+const (
+	// DefaultMaxBodyBytes bounds a notification: an alert as Alertmanager renders it takes a few
+	// hundred bytes, so this fits over ten thousand (set the receiver's max_alerts below that).
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxConcurrent bounds the notifications read and handled at once (each costs a few
+	// times its size while decoded): Alertmanager sends one per group and retries a 503.
+	DefaultMaxConcurrent = 4
+)
 
 // Options configure an Adapter.
 type Options struct {
@@ -36,6 +45,15 @@ type Options struct {
 	SendTimeout time.Duration
 	// Now is the clock that dates each notification's samples at receipt; nil means time.Now.
 	Now func() time.Time
+	// TokenFile holds the bearer token a caller must present (a mounted Secret, shared with
+	// Alertmanager), re-read on every request so a rotated Secret applies at once. Empty: callers
+	// are not checked here (the function's --auth-oidc checks them before).
+	TokenFile string
+	// MaxBodyBytes bounds a notification (0: DefaultMaxBodyBytes); a larger one is refused 413.
+	MaxBodyBytes int64
+	// MaxConcurrent bounds the notifications handled at once (0: DefaultMaxConcurrent); beyond it
+	// a caller gets 503 at once, before its body is read.
+	MaxConcurrent int
 }
 
 // Adapter is the webhook receiver.
@@ -44,6 +62,7 @@ type Adapter struct {
 	send    Sender
 	log     *slog.Logger
 	metrics metrics
+	slots   chan struct{} // one per notification being handled
 }
 
 type metrics struct {
@@ -67,7 +86,13 @@ func New(opts Options, send Sender, log *slog.Logger, reg prometheus.Registerer)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Adapter{opts: opts, send: send, log: log, metrics: metrics{
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	a := &Adapter{opts: opts, send: send, log: log, slots: make(chan struct{}, opts.MaxConcurrent), metrics: metrics{
 		payloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_alertmanager_payloads_total",
 			Help: "Alertmanager webhook requests, by HTTP status answered.",
@@ -98,14 +123,19 @@ type Answer struct {
 }
 
 // ServeHTTP takes one notification. 200: every sample was sent (or there was none to send); 400:
-// the payload is malformed and resending it cannot help; 503: the sink failed, so Alertmanager
-// retries the notification (Alertmanager retries 5xx only, and so does a Knative broker).
+// the payload is malformed and resending it cannot help; 401: the caller did not present the
+// token; 413: the payload is over MaxBodyBytes; 503: the sink failed, or MaxConcurrent
+// notifications are being handled, so Alertmanager retries the notification (Alertmanager
+// retries 5xx only, and so does a Knative broker).
 func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	code, ans := a.serve(w, r)
 	a.metrics.payloads.WithLabelValues(fmt.Sprint(code)).Inc()
 	w.Header().Set("Content-Type", "application/json")
-	if code == http.StatusMethodNotAllowed {
+	switch code {
+	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="alertmanager-adapter"`)
 	}
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(ans)
@@ -118,11 +148,27 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) (int, Answer) {
 	if r.Method != http.MethodPost {
 		return http.StatusMethodNotAllowed, Answer{Error: "Alertmanager webhooks are POSTed"}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// Who is calling, then whether there is room, then the body: a caller without the token or
+	// beyond the bound costs nothing but its headers.
+	if code, ans, ok := a.authorize(r); !ok {
+		return code, ans
+	}
+	select {
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
+	default:
+		a.log.Warn("notification refused: busy", "maxConcurrent", a.opts.MaxConcurrent)
+		return http.StatusServiceUnavailable, Answer{Error: fmt.Sprintf("busy: %d notifications being handled; retry", a.opts.MaxConcurrent)}
+	}
+	tooBig := Answer{Error: fmt.Sprintf("payload larger than %d bytes: set the receiver's max_alerts", a.opts.MaxBodyBytes)}
+	if r.ContentLength > a.opts.MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, tooBig
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return http.StatusRequestEntityTooLarge, Answer{Error: fmt.Sprintf("payload larger than %d bytes", MaxBodyBytes)}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return http.StatusRequestEntityTooLarge, tooBig
 		}
 		return http.StatusBadRequest, Answer{Error: "reading payload: " + err.Error()}
 	}
@@ -165,6 +211,27 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) (int, Answer) {
 		a.log.Debug("sent", "id", e.ID(), "samples", len(batch), "groupKey", p.GroupKey)
 	}
 	return http.StatusOK, ans
+}
+
+// authorize checks the caller's bearer token against TokenFile, in constant time. With no token
+// to compare (the Secret not mounted yet) every caller is refused 503, so Alertmanager retries
+// until it is.
+func (a *Adapter) authorize(r *http.Request) (int, Answer, bool) {
+	if a.opts.TokenFile == "" {
+		return 0, Answer{}, true
+	}
+	b, err := os.ReadFile(a.opts.TokenFile)
+	want := strings.TrimSpace(string(b))
+	if err != nil || want == "" {
+		a.log.Error("no caller token to check against: every notification is refused until it is mounted", "file", a.opts.TokenFile, "err", err)
+		return http.StatusServiceUnavailable, Answer{Error: "the adapter has no caller token configured yet"}, false
+	}
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1 {
+		a.log.Warn("caller refused: not the adapter's token", "remote", r.RemoteAddr)
+		return http.StatusUnauthorized, Answer{Error: "Unauthenticated: present the adapter's token as a bearer token (http_config.authorization)"}, false
+	}
+	return 0, Answer{}, true
 }
 
 func (a *Adapter) count(res Result) {

@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,12 +52,18 @@ const overrides = `{"extensions":{"sinkbinding":"metric-sources"}}`
 // adapter serves an Adapter over HTTP, sending to sinkURL through a real Sink.
 func adapter(t *testing.T, m Mapping, sinkURL string, timeout time.Duration) (*Adapter, string) {
 	t.Helper()
+	return adapterWith(t, Options{Mapping: m, SendTimeout: timeout}, sinkURL)
+}
+
+// adapterWith is adapter with more options.
+func adapterWith(t *testing.T, opts Options, sinkURL string) (*Adapter, string) {
+	t.Helper()
 	snd, err := function.NewSender(sinkURL, overrides)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Mapping: m, Source: "scoreflow/alertmanager-adapter", SendTimeout: timeout, Now: func() time.Time { return now }},
-		snd, slog.New(slog.NewTextHandler(t.Output(), nil)), prometheus.NewRegistry())
+	opts.Source, opts.Now = "scoreflow/alertmanager-adapter", func() time.Time { return now }
+	a, err := New(opts, snd, slog.New(slog.NewTextHandler(t.Output(), nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,9 +279,127 @@ func TestMethodAndPath(t *testing.T) {
 
 func TestTooLarge(t *testing.T) {
 	_, url := adapter(t, Mapping{ClusterLabel: "cluster"}, "http://127.0.0.1:1", time.Second)
-	big := `{"version":"4","groupKey":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	big := `{"version":"4","groupKey":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`
 	if status, _ := post(t, url, big); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status = %d, want 413", status)
+	}
+	// A smaller bound, for a body of unknown length too (chunked: cut off while read).
+	_, url = adapterWith(t, Options{Mapping: Mapping{ClusterLabel: "cluster"}, MaxBodyBytes: 1000}, "http://127.0.0.1:1")
+	body := payload(alert("firing", map[string]string{"alertname": "A", "cluster": "c1", "x": strings.Repeat("y", 1000)}, t0, time.Time{}))
+	resp, err := http.Post(url+"/", "application/json", io.MultiReader(strings.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a %d-byte body of unknown length under a 1000-byte bound: %d, want 413", len(body), resp.StatusCode)
+	}
+}
+
+// Callers present the token of the adapter's Secret as a bearer token, compared with the file's
+// content on every request (a rotated Secret applies at once). Anyone else is refused 401 and
+// nothing reaches the sink; with no token mounted yet every caller gets 503, which Alertmanager
+// retries.
+func TestCallersPresentTheToken(t *testing.T) {
+	s := functest.NewSink(t, functest.MetricChanged)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	_, url := adapterWith(t, Options{Mapping: Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, SendTimeout: 5 * time.Second, TokenFile: tokenFile}, s.URL)
+	body := payload(alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1"}, t0, time.Time{}))
+	send := func(authorization string) (int, Answer) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ans Answer
+		_ = json.NewDecoder(resp.Body).Decode(&ans)
+		return resp.StatusCode, ans
+	}
+	if status, ans := send("Bearer anything"); status != http.StatusServiceUnavailable {
+		t.Errorf("no token mounted: %d %+v, want 503", status, ans)
+	}
+	if err := os.WriteFile(tokenFile, []byte("s3cret-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		authorization string
+		status        int
+	}{{"", 401}, {"Bearer s3cret", 401}, {"Bearer s3cret-10", 401}, {"Basic s3cret-1", 401}, {"Bearer s3cret-1", 200}} {
+		if status, ans := send(c.authorization); status != c.status {
+			t.Errorf("Authorization %q: %d %+v, want %d", c.authorization, status, ans, c.status)
+		}
+	}
+	if got := take(s); len(got) != 1 {
+		t.Fatalf("the sink got %d events, want only the one with the token", len(got))
+	}
+	if err := os.WriteFile(tokenFile, []byte("s3cret-2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := send("Bearer s3cret-1"); status != http.StatusUnauthorized {
+		t.Errorf("the rotated-out token: %d, want 401", status)
+	}
+	if status, _ := send("Bearer s3cret-2"); status != http.StatusOK {
+		t.Errorf("the new token: %d, want 200", status)
+	}
+}
+
+// At most MaxConcurrent notifications are handled at once; one more is answered 503 at once, and
+// handled once a slot frees.
+func TestConcurrentNotificationsAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer slow.Close()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	_, url := adapterWith(t, Options{Mapping: Mapping{ClusterLabel: "cluster", MetricPrefix: "alert_"}, SendTimeout: 30 * time.Second, MaxConcurrent: 2}, slow.URL)
+	body := payload(alert("firing", map[string]string{"alertname": "HighCPU", "cluster": "c1"}, t0, time.Time{}))
+	done := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			resp, err := http.Post(url+"/", "application/json", strings.NewReader(body))
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first two notifications did not reach the sink")
+		}
+	}
+	resp, err := http.Post(url+"/", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a third notification while two are handled: %d, want 503", resp.StatusCode)
+	}
+	free()
+	for i := 0; i < 2; i++ {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("a notification handled within the bound: %d, want 200", code)
+		}
+	}
+	if status, _ := post(t, url, body); status != http.StatusOK {
+		t.Errorf("once the slots are free: %d, want 200", status)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestAppendScoreUpdatedIsJSONMarshal(t *testing.T) {
 }
 
 // NewScoreUpdated builds the event SetData would have built from the value: same attributes, same
-// data bytes, not base64.
+// data bytes, not base64, and the resource also in the scoreflowresource extension.
 func TestNewScoreUpdatedIsSetData(t *testing.T) {
 	vu := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
 	s := ScoreUpdated{Resource: "cpu-idle", ValidUntil: &vu, Items: []ClusterScores{
@@ -120,6 +120,7 @@ func TestNewScoreUpdatedIsSetData(t *testing.T) {
 	want.SetType(TypeScoreUpdated)
 	want.SetTime(observed)
 	want.SetSubject("cpu-idle")
+	want.SetExtension(ExtResource, "cpu-idle")
 	if err := want.SetData(cloudevents.ApplicationJSON, s); err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,13 @@ func DecodeScoreUpdated(e *event.Event) (*ScoreUpdated, error) {
 // it arrived (RFC 3339).
 const ExtArrivalTime = "knativearrivaltime"
 
+// ExtResource is the extension every scoreflow producer stamps on a score.updated: the
+// AddOnPlacementScore resource it is for, data.resource again, where the broker ingress can read
+// it. Knative's EventPolicy filters see attributes, not data, so this is what lets an EventPolicy
+// admit a sender for its own resources only; the score-writer refuses an event whose extension
+// and data.resource differ. NewScoreUpdated sets it.
+const ExtResource = "scoreflowresource"
+
 // ObservedTime is when a score.updated's metrics were observed, which orders updates: the event's
 // time; when it has none (cloudevents-player's form sends none), when the broker received it
 // (knativearrivaltime); else now, when the writer received it. Events without time are thus
@@ -147,7 +154,9 @@ func NewScoreUpdated(source string, observed time.Time, s ScoreUpdated) (event.E
 	if err != nil {
 		return event.Event{}, err
 	}
-	return newEventJSON(source, uuid.NewString(), TypeScoreUpdated, s.Resource, observed, data), nil
+	e := newEventJSON(source, uuid.NewString(), TypeScoreUpdated, s.Resource, observed, data)
+	e.SetExtension(ExtResource, s.Resource)
+	return e, nil
 }
 
 // NewMetricChanged builds a validated metric.changed event.

@@ -53,8 +53,8 @@ func TestNewScoreUpdatesSplitsWithinTheContract(t *testing.T) {
 				if err := got.Validate(); err != nil {
 					t.Fatalf("event %d is invalid: %v", k, err)
 				}
-				if !e.Time().Equal(at) || got.Resource != tc.s.Resource || ids[e.ID()] {
-					t.Errorf("event %d: time %v, resource %q, id %q (repeated: %v)", k, e.Time(), got.Resource, e.ID(), ids[e.ID()])
+				if !e.Time().Equal(at) || got.Resource != tc.s.Resource || e.Extensions()[ExtResource] != tc.s.Resource || ids[e.ID()] {
+					t.Errorf("event %d: time %v, resource %q (extension %v), id %q (repeated: %v)", k, e.Time(), got.Resource, e.Extensions()[ExtResource], e.ID(), ids[e.ID()])
 				}
 				ids[e.ID()] = true
 				for _, it := range got.Items {

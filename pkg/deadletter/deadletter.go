@@ -30,6 +30,16 @@ const (
 	extErrorData = "knativeerrordata"
 )
 
+// Bounds of what a report carries over from the dead-lettered event's extensions, which whoever
+// posts to this function chooses: the broker cuts knativeerrordata to about 1 KiB, but in
+// structured mode a sender's extension may run to megabytes.
+const (
+	maxErrorData = 4 << 10 // bytes of knativeerrordata read
+	maxDest      = 256     // bytes of knativeerrordest kept
+	maxMessage   = 1 << 10 // bytes of the report's message
+	maxItems     = 32      // item outcomes carried over from a refusal
+)
+
 // Sender delivers an event to the broker (function.Sender).
 type Sender interface {
 	Send(ctx context.Context, e event.Event) error
@@ -56,7 +66,7 @@ func New(source string, s Sender, log *slog.Logger, reg prometheus.Registerer) *
 
 // Handle reports one dead-lettered event (a function.Handler).
 func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
-	attrs := []any{"id", e.ID(), "type", e.Type(), "source", e.Source(), "code", ext(e, extErrorCode), "dest", ext(e, extErrorDest)}
+	attrs := []any{"id", e.ID(), "type", e.Type(), "source", e.Source(), "code", contract.Truncate(ext(e, extErrorCode), 16), "dest", contract.Truncate(ext(e, extErrorDest), maxDest)}
 	// A write.failed of ours that could not be delivered in turn is logged, not reported
 	// again: a report about a report could go round for ever.
 	if e.Type() == contract.TypeWriteFailed && e.Source() == h.source {
@@ -88,8 +98,8 @@ func report(e event.Event) contract.WriteResult {
 		Message:  message(e),
 	}
 	if ans, ok := refusal(e); ok {
-		r.Items = ans.Items
-		if ans.Resource != "" {
+		r.Items = ans.Items[:min(len(ans.Items), maxItems)]
+		if contract.ValidateResourceName(ans.Resource) == nil {
 			r.Resource = ans.Resource
 		}
 	}
@@ -117,7 +127,7 @@ func refusal(e event.Event) (answer, bool) {
 
 // message says where delivery failed, with what status, and what the destination answered.
 func message(e event.Event) string {
-	dest, code := ext(e, extErrorDest), ext(e, extErrorCode)
+	dest, code := contract.Truncate(ext(e, extErrorDest), maxDest), contract.Truncate(ext(e, extErrorCode), 16)
 	if dest == "" && code == "" {
 		return "dead-lettered without the broker's knativeerror* extensions"
 	}
@@ -127,17 +137,20 @@ func message(e event.Event) string {
 		if reason == "" && len(a.Items) > 0 {
 			reason, text = a.Items[0].Reason, a.Items[0].Message
 		}
-		return msg + ": refused: " + string(reason) + ": " + text
+		return contract.Truncate(msg+": refused: "+string(reason)+": "+text, maxMessage)
 	}
 	if data := errorData(ext(e, extErrorData)); data != "" {
 		msg += ": " + data
 	}
-	return msg
+	return contract.Truncate(msg, maxMessage)
 }
 
 // errorData decodes knativeerrordata: base64 of the failed answer's body, cut by the broker. Data
 // that is not base64 is kept as it is.
 func errorData(raw string) string {
+	if len(raw) > maxErrorData {
+		raw = raw[:maxErrorData]
+	}
 	b, err := base64.StdEncoding.DecodeString(raw)
 	if err != nil {
 		b = []byte(raw)

@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -152,5 +153,38 @@ func TestOwnReportNotRepeated(t *testing.T) {
 	}
 	if r, _ := contract.DecodeWriteResult(&got[0]); r == nil || r.Input.Source != "scoreflow/score-writer" {
 		t.Errorf("report %+v, want one about the score-writer's event", r)
+	}
+}
+
+// TestReportsAreBounded: whatever a sender puts in the broker's extensions (a dead-letter sink can
+// be posted to directly), the report it makes the function send stays small.
+func TestReportsAreBounded(t *testing.T) {
+	var items []string
+	for i := range 2000 {
+		items = append(items, fmt.Sprintf(`{"cluster":"c%d","outcome":"Failed","reason":"OutOfRange","message":"%s"}`, i, strings.Repeat("m", 10)))
+	}
+	answer := `{"input":{"source":"scoreflow/promql-scorer","id":"orig-1"},"resource":"cpu-idle","items":[` + strings.Join(items, ",") + `]}`
+	for name, ext := range map[string]map[string]string{
+		"long error data": {extErrorDest: strings.Repeat("d", 20000), extErrorCode: "500", extErrorData: b64(strings.Repeat("x", 30000))},
+		"many items":      {extErrorDest: "http://score-writer", extErrorCode: "422", extErrorData: b64(answer)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			broker := functest.NewSink(t, nil)
+			url := startFunction(t, broker.URL)
+			if code, _ := functest.Send(t, url, deadLettered(contract.TypeScoreUpdated, `{"resource":"cpu-idle"}`, ext)); code != http.StatusAccepted {
+				t.Fatalf("function answered %d, want 202", code)
+			}
+			got := broker.Take()
+			if len(got) != 1 {
+				t.Fatalf("broker got %d events, want 1", len(got))
+			}
+			r, err := contract.DecodeWriteResult(&got[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Message) > maxMessage || len(r.Items) > maxItems || len(got[0].Data()) > 8<<10 {
+				t.Errorf("report of %d bytes: message %d bytes, %d items; want at most %d bytes and %d items", len(got[0].Data()), len(r.Message), len(r.Items), maxMessage, maxItems)
+			}
+		})
 	}
 }

@@ -63,12 +63,18 @@ type AuthOptions struct {
 	TokenFile, CAFile string
 	// Now is the clock token expiry is checked against (default time.Now).
 	Now func() time.Time
+	// KeyRefetchInterval is how often at most the keys are read again for a token naming a key
+	// id not among those read (default DefaultKeyRefetchInterval): a rotated signing key is
+	// accepted at most this long after its first token, and tokens forged with made-up key ids
+	// cost the API server at most one request per interval.
+	KeyRefetchInterval time.Duration
 }
 
 // Authenticator admits requests whose bearer token the cluster issued to an allowed identity for
 // this function's audience. It verifies the JWT locally with go-oidc against the API server's
 // published keys (OIDC discovery, then JWKS), so it needs no TokenReview permission; a token with a
-// key id it has not seen makes it fetch the keys again, so signing keys rotate without a restart.
+// key id it has not seen makes it fetch the keys again (at most once per KeyRefetchInterval), so
+// signing keys rotate without a restart.
 type Authenticator struct {
 	opts    AuthOptions
 	client  *http.Client
@@ -161,9 +167,7 @@ func (a *Authenticator) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier,
 		a.lastErr = fmt.Errorf("OIDC discovery at %s: %w", a.opts.DiscoveryURL, err)
 		return nil, a.lastErr
 	}
-	// A RemoteKeySet fetches the keys again whenever a token names a key id it has not seen: a
-	// rotated signing key is picked up on its first token.
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), a.client), a.opts.JWKSURL)
+	keys := newKeySet(a.opts.JWKSURL, a.client, a.opts.KeyRefetchInterval)
 	a.verifier = oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: a.opts.Audience, Now: a.opts.Now, SupportedSigningAlgs: signingAlgs})
 	a.lastErr = nil
 	return a.verifier, nil
@@ -231,15 +235,33 @@ func (a *Authenticator) subject(ctx context.Context, raw string) (string, *refus
 		switch {
 		case errors.As(err, &expired):
 			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "token expired", nil}
-		// go-oidc flattens the cause of a failed key fetch into text ("fetching keys ...": the
-		// token names a key id it does not hold and the keys could not be read): transient.
-		case strings.Contains(err.Error(), "fetching keys"):
+		// The keys could not be read, or not yet again (keySet): transient.
+		case strings.Contains(err.Error(), keysUnavailable):
 			return "", &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the cluster's token keys", err}
 		default:
-			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "token not valid: " + clip(err.Error(), 200), nil}
+			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, invalidToken(err), err}
 		}
 	}
 	return tok.Subject, nil
+}
+
+// invalidToken is what a caller is told about a token that does not verify: the kind of failure,
+// never go-oidc's text, which names the issuer and audience expected (the log line has it).
+func invalidToken(err error) string {
+	msg := err.Error()
+	for _, c := range []struct{ marker, say string }{
+		{"malformed", "token not valid: malformed"},
+		{"issued by a different provider", "token not valid: wrong issuer"},
+		{"audience", "token not valid: wrong audience"},
+		{noSuchKey, "token not valid: signature not verified"},
+		{"signature", "token not valid: signature not verified"},
+		{"nbf", "token not valid yet"},
+	} {
+		if strings.Contains(msg, c.marker) {
+			return c.say
+		}
+	}
+	return "token not valid"
 }
 
 // Allows reports whether sub is one of the allowed subjects.

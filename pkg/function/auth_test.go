@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,7 +112,6 @@ func TestAuthAdmitsOnlyTheClustersTokenForAnAllowedCaller(t *testing.T) {
 		{"not a bearer", "Basic " + good, 401, function.ReasonUnauthenticated, "no bearer token"},
 		{"not a JWT", "Bearer not-a-jwt", 401, function.ReasonUnauthenticated, "malformed"},
 		{"other audience", "Bearer " + authtest.Token(t, hub.Kube, ns, "broker-trigger", "scoreflow/other-function"), 401, function.ReasonUnauthenticated, "audience"},
-		{"unknown key id", "Bearer " + authtest.Forge(t, good, false), 401, function.ReasonUnauthenticated, "signature"},
 		{"signed by another key under a known key id", "Bearer " + authtest.Forge(t, good, true), 401, function.ReasonUnauthenticated, "signature"},
 		{"other subject", "Bearer " + authtest.Token(t, hub.Kube, ns, "someone-else", audience), 403, function.ReasonNotAllowed, authtest.Subject(ns, "someone-else")},
 		{"prefix is not a namespace wildcard for others", "Bearer " + authtest.Token(t, hub.Kube, "trusted-not", "x", audience), 403, function.ReasonNotAllowed, "not allowed"},
@@ -120,6 +120,10 @@ func TestAuthAdmitsOnlyTheClustersTokenForAnAllowedCaller(t *testing.T) {
 		status, body, f := postAuthorized(t, url, c.authorization)
 		if status != c.status || f == nil || f.Reason != c.reason || !strings.Contains(f.Message, c.message) {
 			t.Errorf("%s: got %d %q, want %d %s mentioning %q", c.name, status, body, c.status, c.reason, c.message)
+		}
+		// What the function expects stays in its log.
+		if status == http.StatusUnauthorized && strings.Contains(body, audience) {
+			t.Errorf("%s: the refusal names the function's audience: %s", c.name, body)
 		}
 	}
 	if handled.Load() != 2 {
@@ -199,7 +203,8 @@ func TestAuthAnswers503UntilTheKeysCanBeRead(t *testing.T) {
 }
 
 // When the API server starts signing with a new key, a running function admits the new tokens
-// (it fetches the keys again on an unknown key id) and still the ones issued before.
+// (it fetches the keys again on an unknown key id, at most once per KeyRefetchInterval, answering
+// 503 meanwhile so that the sender retries) and still the ones issued before.
 func TestAuthFollowsSigningKeyRotation(t *testing.T) {
 	hub, err := localhub.Start()
 	if err != nil {
@@ -222,10 +227,124 @@ func TestAuthFollowsSigningKeyRotation(t *testing.T) {
 	if authtest.KeyID(t, after) == authtest.KeyID(t, before) {
 		t.Fatalf("the API server still signs with key %s", authtest.KeyID(t, before))
 	}
-	for name, tok := range map[string]string{"token signed with the new key": after, "token signed before rotation": before} {
-		if status, body, _ := postAuthorized(t, url, "Bearer "+tok); status != http.StatusAccepted {
-			t.Errorf("%s: %d %s", name, status, body)
+	deadline := time.Now().Add(function.DefaultKeyRefetchInterval + 5*time.Second)
+	for {
+		status, body, _ := postAuthorized(t, url, "Bearer "+after)
+		if status == http.StatusAccepted {
+			break
 		}
+		// A genuine token is never refused for good: at most retried until the keys are read.
+		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("token signed with the new key: %d %s", status, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if status, body, _ := postAuthorized(t, url, "Bearer "+before); status != http.StatusAccepted {
+		t.Errorf("token signed before rotation: %d %s", status, body)
+	}
+}
+
+// keysProxy serves the hub's signing keys (its real /openid/v1/jwks) and counts the reads.
+func keysProxy(t *testing.T, hub *localhub.Hub) (string, *atomic.Int64) {
+	t.Helper()
+	var reads atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reads.Add(1)
+		b, err := hub.Kube.CoreV1().RESTClient().Get().AbsPath("/openid/v1/jwks").DoRaw(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &reads
+}
+
+// Tokens naming key ids the cluster never published cost the API server at most one read of its
+// keys per KeyRefetchInterval, however many arrive: within the interval they are answered 503
+// (the keys are not read again yet), once it has passed one of them makes the function read the
+// keys and is refused 401. None reaches the handler.
+func TestAuthReadsKeysAtMostOncePerInterval(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hub.Stop() }()
+	opts := authtest.PodFiles(t, hub, audience, authtest.Subject(ns, "caller"))
+	var reads *atomic.Int64
+	opts.JWKSURL, reads = keysProxy(t, hub)
+	const interval = 2 * time.Second
+	opts.KeyRefetchInterval = interval
+	url, handled := guarded(t, opts)
+	good := authtest.Token(t, hub.Kube, ns, "caller", audience)
+	if status, body, _ := postAuthorized(t, url, "Bearer "+good); status != http.StatusAccepted {
+		t.Fatalf("a valid token got %d %s", status, body)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d reads of the keys for the first token, want 1", n)
+	}
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		status, body, f := postAuthorized(t, url, "Bearer "+authtest.Forge(t, good, false))
+		if status != http.StatusServiceUnavailable || f == nil || f.Reason != contract.ReasonUnavailable {
+			t.Fatalf("forged token %d within the interval: %d %s, want 503 Unavailable", i, status, body)
+		}
+	}
+	if time.Since(start) > interval {
+		t.Fatalf("50 forged tokens took %s, longer than the interval of %s: the test proves nothing", time.Since(start), interval)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("50 tokens naming unknown keys made %d reads of the keys within %s, want none beyond the first", n-1, interval)
+	}
+	time.Sleep(interval)
+	if status, body, f := postAuthorized(t, url, "Bearer "+authtest.Forge(t, good, false)); status != http.StatusUnauthorized || f == nil || f.Message != "token not valid: signature not verified" {
+		t.Errorf("forged token after the interval: %d %s, want 401 signature not verified", status, body)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Errorf("%d reads after the interval, want 2", n)
+	}
+	if status, body, _ := postAuthorized(t, url, "Bearer "+good); status != http.StatusAccepted {
+		t.Errorf("a valid token after the forged ones: %d %s", status, body)
+	}
+	if handled.Load() != 2 {
+		t.Errorf("handler ran %d times, want 2", handled.Load())
+	}
+}
+
+// A 401 tells the caller what kind of token failure it is, never what the function expects: not
+// the issuer it trusts (nor the audience it wants), which only the log line names.
+func TestAuthRefusalsDoNotNameTheExpectedIssuer(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hub.Stop() }()
+	opts := authtest.PodFiles(t, hub, audience, authtest.Subject(ns, "caller"))
+	// A discovery document naming another issuer: the cluster's own tokens are then validly
+	// signed (the keys are the cluster's) but from the wrong issuer.
+	const issuer = "https://issuer.internal.example:6443/secret-path"
+	var jwks string
+	jwks, _ = keysProxy(t, hub)
+	disco := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":%q,"jwks_uri":%q,"response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["RS256","ES256"]}`, issuer, jwks)
+	}))
+	defer disco.Close()
+	opts.DiscoveryURL, opts.JWKSURL = disco.URL, jwks
+	url, handled := guarded(t, opts)
+	status, body, f := postAuthorized(t, url, "Bearer "+authtest.Token(t, hub.Kube, ns, "caller", audience))
+	if status != http.StatusUnauthorized || f == nil || f.Message != "token not valid: wrong issuer" {
+		t.Errorf("%d %s, want 401 token not valid: wrong issuer", status, body)
+	}
+	for _, secret := range []string{"issuer.internal.example", "secret-path"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("the refusal names %q: %s", secret, body)
+		}
+	}
+	if handled.Load() != 0 {
+		t.Errorf("handler ran %d times", handled.Load())
 	}
 }
 

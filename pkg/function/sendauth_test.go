@@ -85,3 +85,47 @@ func TestSinkTokenFileFlag(t *testing.T) {
 		t.Fatalf("after the token file was renewed: Authorization %q", h)
 	}
 }
+
+// The token a sender presents is for its sink: a redirect to another host (or port) is followed
+// without it, one on the sink's own origin keeps it.
+func TestSenderTokenStaysWithTheSinksOrigin(t *testing.T) {
+	elsewhere := make(chan string, 2)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer other.Close()
+	here := make(chan string, 2)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/collect", http.StatusTemporaryRedirect)
+		case "/moved":
+			http.Redirect(w, r, "/ingress", http.StatusTemporaryRedirect)
+		default:
+			here <- r.Header.Get("Authorization")
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	defer sink.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("for-the-sink"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, got := range map[string]chan string{"/away": elsewhere, "/moved": here} {
+		s, err := function.NewSenderWithToken(sink.URL+path, "", tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(context.Background(), functest.Ping(`{}`)); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		h := <-got
+		switch {
+		case path == "/away" && h != "":
+			t.Errorf("redirected to another origin, the request carried Authorization %q", h)
+		case path == "/moved" && h != "Bearer for-the-sink":
+			t.Errorf("redirected on the sink's origin, Authorization %q, want the token", h)
+		}
+	}
+}

@@ -1,9 +1,21 @@
-// Package hubtoken keeps a hub-issued ServiceAccount token in a file, for a sender on a managed
-// cluster whose own cluster's tokens the hub's broker does not trust. With the hub credentials OCM
-// gives an addon agent (a kubeconfig whose identity may only create tokens of one hub
-// ServiceAccount), it mints a token for the broker's audience with the TokenRequest API and writes
-// it where the sender reads its bearer token on every event (--sink-token-file), renewing it at
-// half its lifetime.
+// Package hubtoken keeps, for an OCM addon agent on a managed cluster, the token it presents to
+// scoreflow's agent gateway on the hub: a hub ServiceAccount token of
+// system:serviceaccount:<cluster>:<addon>, the ServiceAccount named after the addon in the
+// cluster's own namespace on the hub, for the gateway's audience, living one hour.
+//
+// The agent mints it with the hub credentials OCM's addon registration gives it (a kubeconfig
+// whose identity may, in its cluster's namespace only, get its ManagedClusterAddOn, create that
+// ServiceAccount and create its tokens; addon/ grants exactly that). Each refresh first makes sure
+// the ServiceAccount exists, creating it owned by the cluster's ManagedClusterAddOn, so disabling
+// the addon deletes it (Kubernetes' garbage collector) and every token minted for it stops
+// verifying. The token is written to a file that the agent's sender re-reads on every event
+// (function.NewSenderWithToken) and renewed at half its lifetime.
+//
+// An agent uses it in three lines:
+//
+//	f := hubtoken.RegisterFlags(fs)   // --hub-kubeconfig, --hub-token-addon, ...
+//	...
+//	err := f.Start(ctx, log, cluster, tokenFile)
 package hubtoken
 
 import (
@@ -14,54 +26,130 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Minter mints tokens of hub ServiceAccount Namespace/Name for Audience into File.
+// Audience is the agent gateway's: the only audience it accepts.
+const Audience = "scoreflow/agent-gateway"
+
+// MaxLifetime is the longest a token may live for the gateway to accept it (it refuses longer
+// ones: a stolen token is good for at most this long).
+const MaxLifetime = time.Hour
+
+// minLifetime is the shortest token the API server issues.
+const minLifetime = 10 * time.Minute
+
+// ManagedClusterAddOns is the resource the agent's ServiceAccount is owned by.
+var ManagedClusterAddOns = schema.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"}
+
+// Minter mints tokens of the hub ServiceAccount Cluster/Addon for Audience into File.
 type Minter struct {
-	Client          kubernetes.Interface
-	Namespace, Name string
-	Audience        string
-	File            string
-	// Lifetime is the expiry asked for (the API server may shorten it; at least 10 minutes).
+	Client kubernetes.Interface
+	// Metadata reads the ManagedClusterAddOn the ServiceAccount is created owned by.
+	Metadata       metadata.Interface
+	Cluster, Addon string
+	// Audience is the token's audience (default: the gateway's, Audience).
+	Audience string
+	File     string
+	// Lifetime is the expiry asked for: at least 10 minutes (the API server's minimum), at most
+	// MaxLifetime (default MaxLifetime).
 	Lifetime time.Duration
 	Log      *slog.Logger
 }
 
-// Refresh mints one token and replaces File with it (a rename, so a reader never sees half a
-// token). It returns when the next refresh is due: half way to the token's expiry.
+// Refresh makes sure the ServiceAccount exists, mints one token and replaces File with it (a
+// rename, so a reader never sees half a token). It returns when the next refresh is due: half way
+// to the token's expiry.
 func (m *Minter) Refresh(ctx context.Context) (time.Time, error) {
-	secs := int64(m.Lifetime / time.Second)
+	if err := m.ensureServiceAccount(ctx); err != nil {
+		return time.Time{}, err
+	}
+	lifetime := m.Lifetime
+	if lifetime == 0 {
+		lifetime = MaxLifetime
+	}
+	audience := m.Audience
+	if audience == "" {
+		audience = Audience
+	}
+	secs := int64(lifetime / time.Second)
 	issued := time.Now()
-	tr, err := m.Client.CoreV1().ServiceAccounts(m.Namespace).CreateToken(ctx, m.Name, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{m.Audience}, ExpirationSeconds: &secs},
+	tr, err := m.Client.CoreV1().ServiceAccounts(m.Cluster).CreateToken(ctx, m.Addon, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &secs},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("token of hub ServiceAccount %s/%s: %w", m.Namespace, m.Name, err)
+		return time.Time{}, fmt.Errorf("token of hub ServiceAccount %s/%s: %w", m.Cluster, m.Addon, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(m.File), ".token-")
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(tr.Status.Token); err != nil {
-		_ = tmp.Close()
-		return time.Time{}, err
-	}
-	if err := tmp.Close(); err != nil {
-		return time.Time{}, err
-	}
-	if err := os.Rename(tmp.Name(), m.File); err != nil {
+	if err := writeFile(m.File, tr.Status.Token); err != nil {
 		return time.Time{}, err
 	}
 	exp := tr.Status.ExpirationTimestamp.Time
 	return issued.Add(exp.Sub(issued) / 2), nil
+}
+
+// ensureServiceAccount creates the agent's hub ServiceAccount when it is missing, owned by the
+// cluster's ManagedClusterAddOn (no blockOwnerDeletion: that would need rights on the addon's
+// finalizers, and nothing waits for the ServiceAccount).
+func (m *Minter) ensureServiceAccount(ctx context.Context) error {
+	sas := m.Client.CoreV1().ServiceAccounts(m.Cluster)
+	_, err := sas.Get(ctx, m.Addon, metav1.GetOptions{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("hub ServiceAccount %s/%s: %w", m.Cluster, m.Addon, err)
+		}
+		return nil
+	}
+	owner, err := m.Metadata.Resource(ManagedClusterAddOns).Namespace(m.Cluster).Get(ctx, m.Addon, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("ManagedClusterAddOn %s/%s (the owner of the agent's hub ServiceAccount): %w", m.Cluster, m.Addon, err)
+	}
+	no := false
+	sa := &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Addon, Namespace: m.Cluster,
+			Labels: map[string]string{"app.kubernetes.io/part-of": "scoreflow"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: ManagedClusterAddOns.GroupVersion().String(),
+				Kind: "ManagedClusterAddOn", Name: owner.Name, UID: owner.UID}}},
+		// Only the agent's own TokenRequests use it; no pod runs as it.
+		AutomountServiceAccountToken: &no,
+	}
+	if _, err := sas.Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating hub ServiceAccount %s/%s: %w", m.Cluster, m.Addon, err)
+	}
+	m.log().Info("hub ServiceAccount created", "serviceAccount", m.Cluster+"/"+m.Addon, "owner", "ManagedClusterAddOn/"+owner.Name)
+	return nil
+}
+
+func writeFile(path, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".token-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(content); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (m *Minter) log() *slog.Logger {
+	if m.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Log
 }
 
 // Run refreshes until ctx ends: at half the token's lifetime, and after a failure again after a
@@ -79,49 +167,52 @@ func (m *Minter) Run(ctx context.Context, next time.Time) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.Log.Error("renewing the hub token failed; retrying", "err", err, "retryIn", backoff)
+			m.log().Error("renewing the hub token failed; retrying", "err", err, "retryIn", backoff)
 			next = time.Now().Add(backoff)
 			backoff = min(2*backoff, time.Minute)
 			continue
 		}
-		m.Log.Info("hub token renewed", "serviceAccount", m.Namespace+"/"+m.Name, "nextRefresh", n)
+		m.log().Info("hub token renewed", "serviceAccount", m.Cluster+"/"+m.Addon, "nextRefresh", n)
 		backoff, next = time.Second, n
 	}
 }
 
-// Flags are the settings of an agent that mints its sink token on the hub.
+// Flags are the settings of an agent that mints its token on the hub.
 type Flags struct {
-	kubeconfig, serviceAccount, audience *string
-	lifetime                             *time.Duration
+	kubeconfig, addon, audience *string
+	lifetime                    *time.Duration
 }
 
-// RegisterFlags registers --hub-kubeconfig, --hub-token-service-account, --hub-token-audience and
+// RegisterFlags registers --hub-kubeconfig, --hub-token-addon, --hub-token-audience and
 // --hub-token-lifetime on fs.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
 	return &Flags{
-		kubeconfig:     fs.String("hub-kubeconfig", "", "agent mode: the hub credentials (an OCM addon agent's hub kubeconfig) with which to mint the sink token into --sink-token-file (empty: the token file is provided otherwise)"),
-		serviceAccount: fs.String("hub-token-service-account", "", "agent mode: NAMESPACE/NAME of the hub ServiceAccount whose token is minted (the broker's view of this sender)"),
-		audience:       fs.String("hub-token-audience", "", "agent mode: the minted token's audience (the hub Broker's, eventing.knative.dev/broker/<ns>/<name>)"),
-		lifetime:       fs.Duration("hub-token-lifetime", time.Hour, "agent mode: the minted token's requested lifetime (renewed at half)"),
+		kubeconfig: fs.String("hub-kubeconfig", "", "agent mode: the hub credentials (an OCM addon agent's hub kubeconfig) with which to mint the sink token into --sink-token-file (empty: the token file is provided otherwise)"),
+		addon:      fs.String("hub-token-addon", "", "agent mode: the OCM addon this agent belongs to: its hub ServiceAccount is <cluster>/<addon>, created if missing, owned by the cluster's ManagedClusterAddOn"),
+		audience:   fs.String("hub-token-audience", Audience, "agent mode: the minted token's audience (the agent gateway's)"),
+		lifetime:   fs.Duration("hub-token-lifetime", MaxLifetime, "agent mode: the minted token's lifetime, renewed at half (10m to 1h: the gateway refuses longer ones)"),
 	}
 }
 
-// Start mints the first token into tokenFile and keeps renewing it in the background until ctx
-// ends. Without --hub-kubeconfig it does nothing. A hub that cannot be reached at start is retried
-// in the background (the sender presents no token until then); bad settings are an error.
-func (f *Flags) Start(ctx context.Context, log *slog.Logger, tokenFile string) error {
+// Start mints the first token into tokenFile, as the hub ServiceAccount of cluster and the addon,
+// and keeps renewing it in the background until ctx ends. Without --hub-kubeconfig it does
+// nothing. A hub that cannot be reached at start is retried in the background (the sender
+// presents no token until then); bad settings are an error.
+func (f *Flags) Start(ctx context.Context, log *slog.Logger, cluster, tokenFile string) error {
 	if *f.kubeconfig == "" {
 		return nil
 	}
-	ns, name, ok := strings.Cut(*f.serviceAccount, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("--hub-token-service-account %q: want NAMESPACE/NAME", *f.serviceAccount)
+	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		return fmt.Errorf("cluster %q: %v", cluster, errs)
+	}
+	if errs := validation.IsDNS1123Subdomain(*f.addon); len(errs) > 0 {
+		return fmt.Errorf("--hub-token-addon %q: %v", *f.addon, errs)
 	}
 	if *f.audience == "" {
-		return errors.New("--hub-kubeconfig needs --hub-token-audience")
+		return errors.New("--hub-token-audience is empty")
 	}
-	if *f.lifetime < 10*time.Minute {
-		return fmt.Errorf("--hub-token-lifetime %s: the API server issues at least 10m", *f.lifetime)
+	if *f.lifetime < minLifetime || *f.lifetime > MaxLifetime {
+		return fmt.Errorf("--hub-token-lifetime %s: want 10m to 1h (the API server issues at least 10m, the gateway takes at most 1h)", *f.lifetime)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *f.kubeconfig)
 	if err != nil {
@@ -131,7 +222,12 @@ func (f *Flags) Start(ctx context.Context, log *slog.Logger, tokenFile string) e
 	if err != nil {
 		return err
 	}
-	m := &Minter{Client: client, Namespace: ns, Name: name, Audience: *f.audience, File: tokenFile, Lifetime: *f.lifetime, Log: log}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	m := &Minter{Client: client, Metadata: meta, Cluster: cluster, Addon: *f.addon, Audience: *f.audience,
+		File: tokenFile, Lifetime: *f.lifetime, Log: log}
 	first, cancel := context.WithTimeout(ctx, 10*time.Second)
 	next, err := m.Refresh(first)
 	cancel()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,29 +21,38 @@ import (
 // root policy (status.status[]: clustername, compliant). Marker reads that for every policy the
 // optimizer bound, and labels the ManagedCluster ComplianceLabelPrefix+<namespace>=<policy> while
 // the policy is Compliant there, removing the label otherwise.
+//
+// It reads only the namespaces the optimizer acts in, and there only the bindings the optimizer
+// wrote: named after their cluster and plan, bound to that plan's Placement for the cluster, which
+// selects exactly that cluster (a binding merely labelled generated labels nothing). It touches
+// only the compliance labels of those namespaces.
 type Marker struct {
 	Cluster clusterclient.Interface
 	Dynamic dynamic.Interface
-	Log     *slog.Logger
+	// Namespaces are the optimizer's (Options.Namespaces).
+	Namespaces []string
+	Log        *slog.Logger
 }
 
 // Sync brings every ManagedCluster's compliance labels in line with the root policies' status.
 func (mk *Marker) Sync(ctx context.Context) error {
-	bl, err := mk.Dynamic.Resource(PlacementBindingResource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelGenerated + "=true," + LabelCluster})
-	if err != nil {
-		return fmt.Errorf("list PlacementBindings: %w", err)
-	}
 	want := map[string]map[string]string{} // cluster → label → policy
-	for _, b := range bl.Items {
-		cluster := b.GetLabels()[LabelCluster]
-		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
-		for _, s := range subjects {
-			m, _ := s.(map[string]any)
-			policy, _ := m["name"].(string)
-			if m["kind"] != "Policy" || policy == "" {
+	owned := map[string]bool{}             // the labels this marker manages
+	for _, ns := range mk.Namespaces {
+		owned[ComplianceLabelPrefix+ns] = true
+		bl, err := mk.Dynamic.Resource(PlacementBindingResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelGenerated + "=true," + LabelCluster})
+		if err != nil {
+			return fmt.Errorf("list PlacementBindings in %s: %w", ns, err)
+		}
+		for _, b := range bl.Items {
+			cluster, policy, err := mk.bound(ctx, &b)
+			if err != nil {
+				return err
+			}
+			if cluster == "" {
 				continue
 			}
-			compliant, err := mk.compliant(ctx, b.GetNamespace(), policy, cluster)
+			compliant, err := mk.compliant(ctx, ns, policy, cluster)
 			if err != nil {
 				return err
 			}
@@ -52,7 +60,7 @@ func (mk *Marker) Sync(ctx context.Context) error {
 				if want[cluster] == nil {
 					want[cluster] = map[string]string{}
 				}
-				want[cluster][ComplianceLabelPrefix+b.GetNamespace()] = policy
+				want[cluster][ComplianceLabelPrefix+ns] = policy
 			}
 		}
 	}
@@ -63,7 +71,7 @@ func (mk *Marker) Sync(ctx context.Context) error {
 	for _, mc := range mcs.Items {
 		change := map[string]any{}
 		for k, v := range mc.Labels {
-			if strings.HasPrefix(k, ComplianceLabelPrefix) && want[mc.Name][k] != v {
+			if owned[k] && want[mc.Name][k] != v {
 				change[k] = nil
 			}
 		}
@@ -82,6 +90,30 @@ func (mk *Marker) Sync(ctx context.Context) error {
 		mk.Log.Info("compliance labels", "cluster", mc.Name, "change", change)
 	}
 	return nil
+}
+
+// bound returns the cluster and policy of a binding the optimizer wrote, and an empty cluster for
+// one it did not (logged at debug level: every sync meets it again) or whose Placement is gone (a
+// plan being replaced).
+func (mk *Marker) bound(ctx context.Context, b *unstructured.Unstructured) (cluster, policy string, err error) {
+	cluster, plan, policy, err := generatedBinding(b)
+	if err != nil {
+		mk.Log.Debug("compliance: binding ignored", "err", err)
+		return "", "", nil
+	}
+	name := policyPlacementName(cluster, plan)
+	p, err := mk.Cluster.ClusterV1beta1().Placements(b.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("get Placement %s/%s: %w", b.GetNamespace(), name, err)
+	}
+	if on, ok := selectedCluster(p); !generatedPlacement(p) || !ok || on != cluster || p.Labels[LabelPlan] != plan {
+		mk.Log.Debug("compliance: binding ignored", "err", fmt.Sprintf("PlacementBinding %s/%s binds Placement %s, which is not the plan's for cluster %s", b.GetNamespace(), b.GetName(), name, cluster))
+		return "", "", nil
+	}
+	return cluster, policy, nil
 }
 
 // compliant reports whether the root policy namespace/name says it is Compliant on cluster.

@@ -75,7 +75,7 @@ func hardRequest(t *testing.T, ns string) optimizer.Params {
 func TestOptimizeAnswersWithinItsDeadline(t *testing.T) {
 	const deadline, slack = 6 * time.Second, 1500 * time.Millisecond
 	p := hardRequest(t, "deadline")
-	url := serve(t, optimizer.Options{TimeLimit: time.Hour, RequestDeadline: deadline})
+	url := serve(t, optimizer.Options{TimeLimit: time.Hour, RequestDeadline: deadline, Namespaces: []string{"deadline"}})
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -157,6 +158,13 @@ func (h *Handler) readJSON(w http.ResponseWriter, r *http.Request, v validator) 
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		h.writeFailure(w, http.StatusMethodNotAllowed, contract.ReasonInvalidData, "POST a JSON document")
+		return false
+	}
+	// Only JSON: a web page may post text/plain (or a form) to another origin without asking, and
+	// this API changes the hub; application/json needs the browser's CORS preflight, which it
+	// never passes here.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		h.writeFailure(w, http.StatusUnsupportedMediaType, contract.ReasonInvalidData, "POST the document as Content-Type: application/json")
 		return false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, function.MaxBodyBytes))

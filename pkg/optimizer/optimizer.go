@@ -29,6 +29,10 @@ var (
 
 // Options configure an Optimizer.
 type Options struct {
+	// Namespaces are the only namespaces whose policies, workloads and Placements a request may
+	// name: the deployment's choice (--namespaces), with a Role in each. A request for another is
+	// refused before anything is read; none listed refuses every request.
+	Namespaces []string
 	// LowerIsBetter names AddOnPlacementScores whose lower values are better: minimised when a
 	// request sets no goal.
 	LowerIsBetter []string
@@ -255,6 +259,9 @@ func list(s []string) string {
 // Optimize gathers, solves and applies a plan within the request's deadline; id names it on the
 // hub.
 func (o *Optimizer) Optimize(ctx context.Context, p *Params, id string) (*Plan, *Error) {
+	if ferr := o.allow(p.Namespace); ferr != nil {
+		return nil, ferr
+	}
 	if o.Opts.RequestDeadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Opts.RequestDeadline)

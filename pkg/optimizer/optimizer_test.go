@@ -176,6 +176,10 @@ func claim(t *testing.T, cluster, value string) {
 	must(t, err)
 }
 
+// testNamespaces are the namespaces the tests plan in: an optimizer served with no Namespaces of
+// its own may act in these.
+var testNamespaces = []string{"flip", "redeliver", "refuse", "http", "gov", "gate"}
+
 // serve runs the optimizer function's HTTP surface in process against the hub.
 func serve(t *testing.T, opts optimizer.Options) string {
 	t.Helper()
@@ -186,6 +190,9 @@ func serve(t *testing.T, opts optimizer.Options) string {
 	}
 	if opts.ComplianceClaim == "" {
 		opts.ComplianceClaim, opts.ComplianceValue = "policy-watcher-claim", "compliant"
+	}
+	if opts.Namespaces == nil {
+		opts.Namespaces = testNamespaces
 	}
 	o := &optimizer.Optimizer{Cluster: hub.Cluster, Work: wk, Dynamic: dyn, Opts: opts}
 	h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}

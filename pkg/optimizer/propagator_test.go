@@ -186,7 +186,7 @@ func TestComplianceGateWithRealPropagator(t *testing.T) {
 	t.Cleanup(func() { claim(t, "worker01", ""); claim(t, "worker02", "") })
 	url := serve(t, optimizer.Options{LowerIsBetter: []string{power}, MarkCompliance: true})
 	ctx, cancel := context.WithCancel(context.Background())
-	mk := &optimizer.Marker{Cluster: hub.Cluster, Dynamic: dyn, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	mk := &optimizer.Marker{Cluster: hub.Cluster, Dynamic: dyn, Namespaces: []string{ns}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	done := make(chan struct{})
 	go func() { mk.Run(ctx, 100*time.Millisecond); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })

@@ -35,31 +35,6 @@ type Querier interface {
 	Query(ctx context.Context, query string, at time.Time) (model.Vector, error)
 	// QueryRange evaluates query at start, start+step, ... up to end.
 	QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error)
-	// QueryLabels is Query for a caller that reads only the labels named of each series.
-	QueryLabels(ctx context.Context, query string, at time.Time, names ...string) ([]Picked, error)
-}
-
-// Picked is one series of an instant vector with only the labels a caller reads.
-type Picked struct {
-	// Labels are the values of the label names asked for, in their order: "" for one the
-	// series does not have (Prometheus does not tell an empty value from a missing label).
-	Labels    []model.LabelValue
-	Value     model.SampleValue
-	Timestamp model.Time
-}
-
-// Pick keeps of each sample the labels named, as QueryLabels does.
-func Pick(v model.Vector, names ...string) []Picked {
-	out := make([]Picked, len(v))
-	labels := make([]model.LabelValue, len(v)*len(names))
-	for i, s := range v {
-		l := labels[i*len(names) : (i+1)*len(names) : (i+1)*len(names)]
-		for k, n := range names {
-			l[k] = s.Metric[model.LabelName(n)]
-		}
-		out[i] = Picked{Labels: l, Value: s.Value, Timestamp: s.Timestamp}
-	}
-	return out
 }
 
 // Config says how to reach Prometheus.
@@ -175,47 +150,19 @@ func (c *Client) Query(ctx context.Context, query string, at time.Time) (model.V
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	start := time.Now()
-	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValVector}
-	v, warnings, err := v1.NewAPI(fast).Query(ctx, query, at, v1.WithTimeout(c.timeout))
-	if err == nil && fast.got != nil {
-		v = fast.got
-	}
+	v, warnings, err := v1.NewAPI(c.http).Query(ctx, query, at, v1.WithTimeout(c.timeout))
 	vec, err := result[model.Vector](query, v, err)
 	c.done("instant", query, start, warnings, err)
 	return vec, err
 }
 
-// QueryLabels implements Querier. It costs far less than Query on a large answer: Query builds
-// a label map per series (two allocations and a hash per label), which is most of reading a
-// fleet's answer and of reading the result back. An answer the one-pass decoder does not take
-// is read by client_golang, as by Query, and picked from.
-func (c *Client) QueryLabels(ctx context.Context, query string, at time.Time, names ...string) ([]Picked, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	start := time.Now()
-	if names == nil {
-		names = []string{} // pick nothing, still through decodePicked: fastAnswers tells by nil
-	}
-	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValVector, pick: names}
-	v, warnings, err := v1.NewAPI(fast).Query(ctx, query, at, v1.WithTimeout(c.timeout))
-	if err == nil && fast.picked != nil {
-		c.done("instant", query, start, warnings, nil)
-		return fast.picked, nil
-	}
-	vec, err := result[model.Vector](query, v, err)
-	c.done("instant", query, start, warnings, err)
-	if err != nil {
-		return nil, err
-	}
-	return Pick(vec, names...), nil
-}
-
-// QueryRange implements Querier.
+// QueryRange implements Querier. A plain matrix answer is read by decodeMatrix; any other
+// answer by client_golang.
 func (c *Client) QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	began := time.Now()
-	fast := &fastAnswers{Client: c.http, hc: c.hc, want: model.ValMatrix}
+	fast := &matrixAnswers{Client: c.http, hc: c.hc}
 	v, warnings, err := v1.NewAPI(fast).QueryRange(ctx, query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(c.timeout))
 	if err == nil && fast.got != nil {
 		v = fast.got
@@ -237,41 +184,26 @@ func (c *Client) done(kind, query string, start time.Time, warnings v1.Warnings,
 	}
 }
 
-// fastAnswers is the HTTP client under client_golang's API for one query: requests, retries
-// and errors stay client_golang's, but a successful answer of the wanted type is decoded here
-// (decodeAnswer, or decodePicked for QueryLabels) and client_golang is handed an empty result of
-// that type with the answer's warnings instead. An answer they do not take reaches client_golang
-// as it came.
-type fastAnswers struct {
+// matrixAnswers is the HTTP client under client_golang's API for one range query: requests,
+// retries and errors stay client_golang's, but a successful answer decodeMatrix takes is decoded
+// there, and client_golang is handed an empty matrix with the answer's warnings instead. An
+// answer decodeMatrix does not take reaches client_golang as it came.
+type matrixAnswers struct {
 	api.Client // for URL: Do is below
 	hc         *http.Client
-	want       model.ValueType
-	got        model.Value
-	// pick, when set, asks for an instant vector's series with only these labels, in picked.
-	pick   []string
-	picked []Picked
+	got        model.Matrix
 }
 
-func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+func (f *matrixAnswers) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
 	resp, body, err := do(ctx, f.hc, req)
 	if err != nil || resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent {
 		return resp, body, err
 	}
-	var warnings []string
-	if f.pick != nil {
-		picked, w, ok := decodePicked(body, f.pick)
-		if !ok {
-			return resp, body, err
-		}
-		f.picked, warnings = picked, w
-	} else {
-		v, w, ok := decodeAnswer(body)
-		if !ok || v.Type() != f.want {
-			return resp, body, err
-		}
-		f.got, warnings = v, w
+	m, warnings, ok := decodeMatrix(body)
+	if !ok {
+		return resp, body, err
 	}
-	stub := map[string]any{"status": "success", "data": map[string]any{"resultType": f.want.String(), "result": []any{}}}
+	stub := map[string]any{"status": "success", "data": map[string]any{"resultType": "matrix", "result": []any{}}}
 	if warnings != nil {
 		stub["warnings"] = warnings
 	}
@@ -279,12 +211,14 @@ func (f *fastAnswers) Do(ctx context.Context, req *http.Request) (*http.Response
 	if merr != nil {
 		return resp, body, err // what was decoded is what client_golang reads from body
 	}
+	f.got = m
 	return resp, b, nil
 }
 
 // do is client_golang's api.Client Do (the request bound to ctx; the body read whole, or ctx's
 // error when ctx ends first), reading into a buffer sized by Content-Length when the answer
-// declares it, rather than doubling a buffer through a fleet's answer of megabytes.
+// declares it: client_golang doubles a buffer through the answer, which for a fleet's range
+// answer of 16-22 MB holds twice its size at the end (docs/performance.md).
 func do(ctx context.Context, hc *http.Client, req *http.Request) (*http.Response, []byte, error) {
 	if ctx != nil {
 		req = req.WithContext(ctx)

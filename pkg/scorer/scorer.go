@@ -9,17 +9,26 @@
 // a scorer without a sink answers such a result 500 (score.failed naming the missing sink) rather
 // than leave clusters out. --max-items-per-event (Flags) makes the parts smaller than the contract
 // requires.
+//
+// A scorer scores only the resources its deployment names (--resources, Options.Resources): a ping
+// whose configuration names another is refused (400, BadConfig) before the scorer runs, so an
+// event cannot make it query or write for someone else's resource. Every score.updated it sends,
+// reply and parts, carries its resource in the scoreflowresource extension (contract.ExtResource),
+// which the broker's EventPolicy filters check against the same list.
 package scorer
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -81,17 +90,74 @@ type Options struct {
 	// MaxItemsPerEvent caps the clusters of one score.updated below the contract's bounds
 	// (0: contract.MaxItems and contract.MaxScoreUpdatedDataBytes only). See Flags for why.
 	MaxItemsPerEvent int
+	// Resources are the AddOnPlacementScore resources this scorer may score, from its deployment
+	// (--resources): a ping whose configuration names another is refused with BadConfig before
+	// the scorer runs, and a result for another is never sent. Empty: any resource.
+	Resources []string
 }
 
 // Flags registers the Options every scorer takes on fs: --max-items-per-event (a negative value is
-// refused when parsed).
+// refused when parsed) and --resources (each must be a valid resource name).
 func Flags(fs *flag.FlagSet) *Options {
 	o := &Options{}
 	fs.Var(nonNegative{&o.MaxItemsPerEvent}, "max-items-per-event",
 		"at most this many clusters per score.updated; a larger result is split and all parts but the reply go to the sink (0: only the contract's limits, "+
 			fmt.Sprint(contract.MaxItems)+" clusters or 8 MiB). Smaller parts suit a large fleet: the writer answers each part within the Knative Service's "+
 			"timeoutSeconds instead of one event's worth of writes, and the broker delivers the parts to it in parallel")
+	fs.Var(resourceList{&o.Resources}, "resources",
+		"comma-separated AddOnPlacementScore resources this scorer may score: a ping naming another is refused (400, BadConfig) before anything is queried. "+
+			"The deployment's choice, matching the scorer's EventPolicy filter (oidc/eventpolicies.yaml); empty: any")
 	return o
+}
+
+// resourceList is a comma-separated list of resource names.
+type resourceList struct{ p *[]string }
+
+func (r resourceList) String() string {
+	if r.p == nil {
+		return ""
+	}
+	return strings.Join(*r.p, ",")
+}
+
+func (r resourceList) Set(s string) error {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if err := contract.ValidateResourceName(name); err != nil {
+			return fmt.Errorf("%q: %v", name, err)
+		}
+		out = append(out, name)
+	}
+	*r.p = out
+	return nil
+}
+
+// CheckResource refuses, with BadConfig, a resource the deployment does not let this scorer
+// score. A scorer whose resource comes from elsewhere than its configuration's "resource" field
+// (derived from another field) calls it before it queries anything.
+func (o *Options) CheckResource(resource string) error {
+	if len(o.Resources) == 0 || slices.Contains(o.Resources, resource) {
+		return nil
+	}
+	return BadConfig("resource %q is not one this scorer may score (its deployment allows %s)",
+		contract.Truncate(resource, 64), strings.Join(o.Resources, ", "))
+}
+
+// namedResource is the "resource" a ping's configuration names, if it names one. It reads the
+// field as encoding/json does (the last of repeated keys, any case); the scorer's own strict
+// decoding refuses what it would read differently, so a resource this lets through is the one
+// the scorer sees.
+func namedResource(e event.Event) (string, bool) {
+	var c struct {
+		Resource *string `json:"resource"`
+	}
+	if json.Unmarshal(e.Data(), &c) != nil || c.Resource == nil {
+		return "", false
+	}
+	return *c.Resource, true
 }
 
 type nonNegative struct{ p *int }
@@ -123,6 +189,13 @@ func HandlerWith(source string, routes Route, sink *function.Sender, opts Option
 			return failure(source, e, http.StatusBadRequest, &Error{Reason: contract.ReasonWrongType,
 				Err: fmt.Errorf("type %q is not one this scorer takes (%s)", e.Type(), keys(routes))})
 		}
+		if e.Type() == contract.TypePing {
+			if r, ok := namedResource(e); ok {
+				if err := opts.CheckResource(r); err != nil {
+					return failure(source, e, http.StatusBadRequest, err.(*Error))
+				}
+			}
+		}
 		res, err := score(ctx, e)
 		if err != nil {
 			var se *Error
@@ -142,6 +215,11 @@ func HandlerWith(source string, routes Route, sink *function.Sender, opts Option
 		}
 		if res == nil || len(res.Scores.Items) == 0 {
 			return function.Response{Status: http.StatusAccepted}
+		}
+		// A resource the configuration left to the scorer's default, or a metric.changed mapped
+		// by its deployment: never sent unless owned.
+		if err := opts.CheckResource(res.Scores.Resource); err != nil {
+			return failure(source, e, http.StatusBadRequest, err.(*Error))
 		}
 		outs, err := contract.SplitScoreUpdates(source, res.Observed, res.Scores, opts.MaxItemsPerEvent)
 		if err != nil {

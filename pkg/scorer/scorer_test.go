@@ -3,6 +3,7 @@ package scorer
 import (
 	"context"
 	"errors"
+	"flag"
 	"net/http"
 	"testing"
 	"time"
@@ -86,5 +87,72 @@ func TestHandler(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A scorer whose deployment owns only "cpu-idle" refuses a ping naming another resource with
+// BadConfig before its scoring function runs (nothing queried), in every spelling a JSON decoder
+// may read; a result for another resource (a default the configuration left out) is refused
+// rather than sent; an owned resource is scored and its score.updated carries the resource in the
+// scoreflowresource extension.
+func TestScoresOnlyItsOwnResources(t *testing.T) {
+	fs := flag.NewFlagSet("scorer", flag.ContinueOnError)
+	opts := Flags(fs)
+	if err := fs.Parse([]string{"--resources", "cpu-idle, gpu-free"}); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	h := HandlerWith("scoreflow/test", Route{contract.TypePing: func(ctx context.Context, e event.Event) (*Result, error) {
+		ran++
+		var c struct {
+			Resource string `json:"resource,omitempty"`
+		}
+		if err := contract.DecodeJSON(e.Data(), &c); err != nil {
+			return nil, BadConfig("%v", err)
+		}
+		if c.Resource == "" {
+			c.Resource = "default-resource"
+		}
+		return &Result{Observed: time.Now(), Scores: contract.ScoreUpdated{Resource: c.Resource, Items: []contract.ClusterScores{{Cluster: "c1", Scores: []contract.Score{{Name: "a", Value: 5}}}}}}, nil
+	}}, nil, *opts)
+
+	for _, tc := range []struct {
+		name, data string
+		status     int
+		runs       bool
+	}{
+		{"owned", `{"resource":"cpu-idle"}`, http.StatusOK, true},
+		{"another owned", `{"resource":"gpu-free"}`, http.StatusOK, true},
+		{"another resource", `{"resource":"cost"}`, http.StatusBadRequest, false},
+		{"another resource, other case", `{"Resource":"cost"}`, http.StatusBadRequest, false},
+		{"owned, then another repeated", `{"resource":"cpu-idle","resource":"cost"}`, http.StatusBadRequest, false},
+		{"the scorer's default, not owned", `{}`, http.StatusBadRequest, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran = 0
+			r := h(context.Background(), ping(tc.data))
+			if r.Status != tc.status || (ran > 0) != tc.runs {
+				t.Fatalf("status %d, scoring function ran %d times; want %d, ran: %v", r.Status, ran, tc.status, tc.runs)
+			}
+			if tc.status != http.StatusOK {
+				f, err := contract.DecodeFailure(r.Event)
+				if err != nil || f.Reason != contract.ReasonBadConfig {
+					t.Fatalf("failure %+v, %v; want BadConfig", f, err)
+				}
+				return
+			}
+			s, err := contract.DecodeScoreUpdated(r.Event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Event.Extensions()[contract.ExtResource]; got != s.Resource {
+				t.Errorf("scoreflowresource %v, data.resource %q", got, s.Resource)
+			}
+		})
+	}
+
+	bad := Flags(flag.NewFlagSet("scorer", flag.ContinueOnError))
+	if err := (resourceList{&bad.Resources}).Set("cpu-idle,Not_A_Name"); err == nil {
+		t.Error("--resources took an invalid resource name")
 	}
 }

@@ -14,9 +14,6 @@ import (
 //go:embed ui
 var uiFiles embed.FS
 
-// MaxStreams bounds the live streams served at once: each holds a goroutine and a connection.
-const MaxStreams = 64
-
 // heartbeat keeps idle streams from being closed by proxies between changes.
 const heartbeat = 15 * time.Second
 
@@ -38,7 +35,8 @@ func (p *Page) Snapshot() Snapshot {
 // UI serves the page at the root of what it is mounted on (mount it with http.StripPrefix):
 // index.html, its script and style, /state (a JSON Snapshot) and /stream (server-sent events:
 // `scores`, `placements` and `events` as they change). Streams end when ctx does, so that a
-// graceful shutdown is not held up by open pages (browsers reconnect to the next instance).
+// graceful shutdown is not held up by open pages (browsers reconnect to the next instance), and
+// when a newer stream needs their place (MaxStreams, MaxStreamsPerClient).
 func (p *Page) UI(ctx context.Context) http.Handler {
 	static, _ := fs.Sub(uiFiles, "ui") // the embedded directory exists: fs.Sub cannot fail
 	files := http.FileServerFS(static)
@@ -48,16 +46,11 @@ func (p *Page) UI(ctx context.Context) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(p.Snapshot())
 	})
-	sem := make(chan struct{}, MaxStreams)
+	var open streams
 	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			http.Error(w, "too many open pages", http.StatusServiceUnavailable)
-			return
-		}
-		p.stream(ctx, w, r)
+		sctx, done := open.admit(ctx, clientOf(r))
+		defer done()
+		p.stream(sctx, w, r)
 	})
 	mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The page names no other origin: everything it loads comes from here.

@@ -131,21 +131,6 @@ func (n Normalization) Apply(values map[string]float64) map[string]int32 {
 	return out
 }
 
-// ApplyTo is Apply over a slice: scores[i] is values[i]'s score, ok[i] whether it has one (not
-// NaN). A fleet's evaluation scores without building maps keyed by cluster.
-func (n Normalization) ApplyTo(values []float64, scores []int32, ok []bool) {
-	var lo, hi float64
-	if n.Method == MethodMinMax {
-		lo, hi = math.Inf(1), math.Inf(-1)
-		for _, v := range values {
-			lo, hi = rangeWith(lo, hi, v)
-		}
-	}
-	for i, v := range values {
-		scores[i], ok[i] = n.score(lo, hi, v)
-	}
-}
-
 func rangeWith(lo, hi, v float64) (float64, float64) {
 	if math.IsNaN(v) {
 		return lo, hi

@@ -285,6 +285,15 @@ func TestFunctionConfigs(t *testing.T) {
 			t.Errorf("masks: %v", err)
 		}
 	})
+	t.Run("latency-scorer TARGETS_FILE", func(t *testing.T) {
+		data, err := mountedFile(hub, "latency-scorer", "TARGETS_FILE")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := latency.LoadTargets(writeTemp(t, "targets.yaml", data), ""); err != nil {
+			t.Errorf("latency-scorer refuses its targets: %v", err)
+		}
+	})
 	t.Run("latency agent CONFIG_FILE", func(t *testing.T) {
 		if len(agent.Services) != 1 {
 			t.Fatalf("want one agent Service, got %d", len(agent.Services))

@@ -1,5 +1,6 @@
-// Package deploy tests the deployment YAML (brokers/, triggers/, deploy/, ko.yaml) without a
-// cluster: every document decodes strictly into its Knative or Kubernetes type and passes Knative's
+// Package deploy tests the deployment YAML (the variants of config/, built with kustomize from
+// deploy/, brokers/, triggers/, eventtypes/ and oidc/; ko.yaml) without a cluster: every document
+// decodes strictly into its Knative or Kubernetes type and passes Knative's
 // own defaulting and validation, every reference between objects resolves, every ko:// image is a
 // main package here, events route as intended through the Triggers' filters (evaluated by
 // knative.dev/eventing's own filter code), no event can loop, each function accepts the
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
@@ -32,20 +34,50 @@ const (
 	koPrefix        = "github.com/scoreflow/scoreflow/functions/"
 )
 
-// Sets of manifests applied together.
+// Sets of manifests applied together: each variant of config/ (`make deploy VARIANT=...`).
 const (
-	setHub      = "hub"      // what `make deploy` applies: deploy/ + brokers/scoreflow.yaml + triggers/
-	setHubDSF   = "hubDSF"   // the same with the example PingSources of DSF scorers (deploy/dsf/)
-	setHubKafka = "hubKafka" // the same with the Kafka-backed broker
-	setAgent    = "agent"    // deploy/managed-cluster/, applied on a managed cluster
+	setHub          = "hub"          // what `make deploy` applies: config/default
+	setHubDSF       = "hubDSF"       // the same with the example PingSources of DSF scorers (deploy/dsf/)
+	setHubKafka     = "hubKafka"     // config/kafka: the Kafka-backed broker
+	setHubOIDC      = "hubOIDC"      // config/oidc: with sender identity
+	setHubTLS       = "hubTLS"       // config/tls
+	setHubOIDCTLS   = "hubOIDCTLS"   // config/oidc-tls
+	setHubKafkaOIDC = "hubKafkaOIDC" // config/kafka-oidc
+	setAgent        = "agent"        // deploy/managed-cluster/, applied on a managed cluster
 )
 
 var setPaths = map[string][]string{
-	setHub:      {"deploy", "brokers/scoreflow.yaml", "triggers"},
-	setHubDSF:   {"deploy", "deploy/dsf", "brokers/scoreflow.yaml", "triggers"},
-	setHubKafka: {"deploy", "brokers/kafka", "triggers"},
-	setAgent:    {"deploy/managed-cluster"},
+	setHub:          {"config/default"},
+	setHubDSF:       {"config/default", "deploy/dsf"},
+	setHubKafka:     {"config/kafka"},
+	setHubOIDC:      {"config/oidc"},
+	setHubTLS:       {"config/tls"},
+	setHubOIDCTLS:   {"config/oidc-tls"},
+	setHubKafkaOIDC: {"config/kafka-oidc"},
+	setAgent:        {"deploy/managed-cluster"},
 }
+
+// setFeatures are the config-features a variant runs with on a cluster (oidc/README.md):
+// EventPolicies, for one, are refused without sender identity on.
+var setFeatures = map[string]map[string]string{
+	setHubOIDC:      knlocal.OIDCFeatures(),
+	setHubTLS:       knlocal.StrictTLSFeatures(),
+	setHubOIDCTLS:   merged(knlocal.OIDCFeatures(), knlocal.StrictTLSFeatures()),
+	setHubKafkaOIDC: knlocal.OIDCFeatures(),
+}
+
+func merged(maps ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// isHub reports whether a set is applied on the hub (in the scoreflow namespace).
+func isHub(set string) bool { return set != setAgent }
 
 var (
 	setsOnce sync.Once
@@ -82,13 +114,14 @@ func allSets(t testing.TB) map[string]*manifests.Set {
 	return sets
 }
 
-// TestEveryManifestDecodes loads each manifest directory on its own, so that a file that is in no
-// set (a new subdirectory) is still decoded, and checks each holds what it is for.
+// TestEveryManifestDecodes loads each manifest directory on its own (a kustomization as kubectl
+// apply -k builds it), so that a file that is in no set (a new subdirectory) is still decoded, and
+// checks each holds what it is for.
 func TestEveryManifestDecodes(t *testing.T) {
 	var dirs []string
-	for _, top := range []string{"brokers", "triggers", "deploy"} {
+	for _, top := range []string{"brokers", "triggers", "deploy", "eventtypes", "config"} {
 		err := filepath.WalkDir(filepath.Join(repo, top), func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
+			if err == nil && d.IsDir() && p != filepath.Join(repo, "config") {
 				dirs = append(dirs, p)
 			}
 			return err
@@ -104,6 +137,15 @@ func TestEveryManifestDecodes(t *testing.T) {
 		"deploy":                 func(s *manifests.Set) int { return len(s.Services) },
 		"deploy/managed-cluster": func(s *manifests.Set) int { return len(s.Services) },
 		"deploy/dsf":             func(s *manifests.Set) int { return len(s.PingSources) },
+		"eventtypes":             func(s *manifests.Set) int { return len(s.EventTypes) },
+	}
+	for _, v := range []string{"default", "kafka", "tls"} {
+		want["config/"+v] = func(s *manifests.Set) int { return min(len(s.Brokers), len(s.Triggers), len(s.Services)) }
+	}
+	for _, v := range []string{"oidc", "oidc-tls", "kafka-oidc"} {
+		want["config/"+v] = func(s *manifests.Set) int {
+			return min(len(s.Brokers), len(s.Triggers), len(s.Services), len(s.EventPolicies))
+		}
 	}
 	for _, d := range dirs {
 		rel, _ := filepath.Rel(repo, d)
@@ -160,7 +202,7 @@ func TestNamespaces(t *testing.T) {
 					t.Errorf("%s: %s %s has no metadata.namespace", it.Source, kind, it.Object.GetName())
 				case !clusterScoped && !contains(created, ns):
 					t.Errorf("%s: %s %s is in namespace %q, which this set does not create (%v)", it.Source, kind, it.Object.GetName(), ns, created)
-				case !clusterScoped && (name == setHub || name == setHubKafka || name == setHubDSF) && ns != Namespace:
+				case !clusterScoped && isHub(name) && ns != Namespace:
 					t.Errorf("%s: %s %s is in namespace %q, not %q", it.Source, kind, it.Object.GetName(), ns, Namespace)
 				}
 			}

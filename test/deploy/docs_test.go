@@ -166,6 +166,22 @@ func TestQuickstartExamples(t *testing.T) {
 				t.Errorf("Makefile has no documented target %s", target)
 			}
 		}
+		// make help and the quickstart name every variant `make deploy VARIANT=...` takes.
+		help := regexp.MustCompile(`(?m)^deploy:.*## (.*)$`).FindSubmatch(mk)
+		doc, _ := os.ReadFile(filepath.Join(repo, "docs", "quickstart.md"))
+		variants, _ := filepath.Glob(filepath.Join(repo, "config", "*", "kustomization.yaml"))
+		if len(variants) == 0 {
+			t.Fatal("no variants in config/")
+		}
+		for _, k := range variants {
+			v := filepath.Base(filepath.Dir(k))
+			if help == nil || !regexp.MustCompile(`\b`+regexp.QuoteMeta(v)+`\b[,:)]`).Match(help[1]) {
+				t.Errorf("make help for deploy does not name the variant %s", v)
+			}
+			if !strings.Contains(string(doc), "`"+v+"`") {
+				t.Errorf("docs/quickstart.md does not name the variant `%s`", v)
+			}
+		}
 	})
 }
 

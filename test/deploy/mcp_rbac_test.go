@@ -29,7 +29,7 @@ import (
 )
 
 const (
-	mcpNamespace = "opt-rbac"
+	mcpNamespace = optNamespace
 	mcpPlacement = "mcp-explain"
 	mcpToken     = "mcp-rbac-read"
 )

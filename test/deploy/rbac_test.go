@@ -333,14 +333,15 @@ func TestManagedClusterSourceRBAC(t *testing.T) {
 	checkAccess(t, kube, cc, append(table, neverAllowed...))
 }
 
-// TestHealthScorerRBAC: the health-scorer's account is granted exactly get and list on
-// managedclusters, by one ClusterRole bound to it alone; with it, the scorer's own lister
-// (pkg/scorers/health) lists the hub's clusters; and it can do nothing else, not even watch.
+// TestHealthScorerRBAC: the health-scorer's account is granted exactly list and watch on
+// managedclusters, by one ClusterRole bound to it alone; with it, the scorer's own informer
+// (pkg/scorers/health) lists and watches the hub's clusters; and it can do nothing else, not even
+// get one.
 func TestHealthScorerRBAC(t *testing.T) {
 	h := rbacHub(t)
 	s := load(t, setHub)
 	const sa = "health-scorer"
-	want := []rbacv1.PolicyRule{{APIGroups: []string{clusterv1.GroupName}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "list"}}}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{clusterv1.GroupName}, Resources: []string{"managedclusters"}, Verbs: []string{"list", "watch"}}}
 	roles := bindingsOf(s, sa)
 	if len(roles) != 1 || roles[0] != "ClusterRole/scoreflow-health-scorer" {
 		t.Fatalf("%s is bound to %v, want ClusterRole/scoreflow-health-scorer only", sa, roles)
@@ -357,7 +358,12 @@ func TestHealthScorerRBAC(t *testing.T) {
 	t.Run("the scorer lists as deployed", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		got, err := health.HubClusters{Client: cc}.List(ctx)
+		clusters := health.WatchClusters(ctx, cc, slog.New(slog.DiscardHandler))
+		got, err := clusters.List(ctx)
+		for err != nil && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+			got, err = clusters.List(ctx)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +372,7 @@ func TestHealthScorerRBAC(t *testing.T) {
 		}
 	})
 	table := []access{
-		listManagedClusters, getManagedCluster, with(false, watchManagedClusters),
+		listManagedClusters, watchManagedClusters, with(false, getManagedCluster),
 		with(false, getScore),
 		with(false, createScore("health")),
 	}

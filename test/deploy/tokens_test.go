@@ -1,14 +1,11 @@
 package deploy
 
 import (
-	"encoding/json"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -19,11 +16,12 @@ import (
 // mcp-server calls the optimizer's JSON API) presents its account's projected token. Each such
 // token is named by an env var of the container (the file the function reads), and is for the
 // audience of the function a URL in the same container points at, scoreflow/<service>; where the
-// oidc/ variant makes that function verify callers (oidc/patches/<service>.json), the patch expects
-// exactly that audience and admits this Service's account. Otherwise the caller is refused with
-// 401 or 403 only once it runs on a cluster with sender identity on.
+// oidc variant (config/oidc) makes that function verify callers, it expects exactly that audience
+// and admits this Service's account. Otherwise the caller is refused with 401 or 403 only once it
+// runs on a cluster with sender identity on.
 func TestProjectedTokensReachTheirAudience(t *testing.T) {
 	hub := load(t, setHub)
+	oidc := load(t, setHubOIDC)
 	found := 0
 	for _, it := range hub.Services {
 		spec := it.Object.Spec.Template.Spec
@@ -63,17 +61,24 @@ func TestProjectedTokensReachTheirAudience(t *testing.T) {
 				if want := "scoreflow/" + target.Name; tok.Audience != want {
 					t.Errorf("%s: %s holds a token for %q; the %s it calls expects %q", it.Source, tokenEnv, tok.Audience, target.Name, want)
 				}
-				patch := filepath.Join(repo, "oidc", "patches", target.Name+".json")
-				if _, err := os.Stat(patch); err != nil {
-					continue // the oidc/ variant does not make the target verify callers
+				verifier, ok := manifests.Find(oidc.Services, target.Namespace, target.Name)
+				if !ok {
+					t.Errorf("config/oidc has no Service %s", target.Name)
+					continue
 				}
-				env := patchedServiceEnv(t, target, patch)
+				env := map[string]string{}
+				for _, e := range verifier.Object.Spec.Template.Spec.Containers[0].Env {
+					env[e.Name] = e.Value
+				}
+				if env["AUTH_OIDC"] != "true" {
+					continue // the oidc variant does not make the target verify callers
+				}
 				account := serviceAccountUser(it.Object.Namespace, spec.ServiceAccountName)
 				if env["AUTH_AUDIENCE"] != tok.Audience {
-					t.Errorf("oidc/patches/%s.json expects audience %q; %s presents %q", target.Name, env["AUTH_AUDIENCE"], it.Source, tok.Audience)
+					t.Errorf("%s in config/oidc expects audience %q; %s presents %q", target.Name, env["AUTH_AUDIENCE"], it.Source, tok.Audience)
 				}
 				if !contains(splitList(env["AUTH_ALLOWED_SUBJECTS"]), account) {
-					t.Errorf("oidc/patches/%s.json admits %q, not %s, which %s runs as", target.Name, env["AUTH_ALLOWED_SUBJECTS"], account, it.Source)
+					t.Errorf("%s in config/oidc admits %q, not %s, which %s runs as", target.Name, env["AUTH_ALLOWED_SUBJECTS"], account, it.Source)
 				}
 			}
 		}
@@ -99,34 +104,4 @@ func calledService(env []corev1.EnvVar, s *manifests.Set) *servingv1.Service {
 		}
 	}
 	return nil
-}
-
-// patchedServiceEnv is svc's container env after the JSON patch in path, as `kubectl patch ksvc
-// --type json` makes it.
-func patchedServiceEnv(t *testing.T, svc *servingv1.Service, path string) map[string]string {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := jsonpatch.DecodePatch(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	doc, err := json.Marshal(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if doc, err = p.Apply(doc); err != nil {
-		t.Fatalf("%s does not apply to Service %s: %v", path, svc.Name, err)
-	}
-	var out servingv1.Service
-	if err := json.Unmarshal(doc, &out); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, e := range out.Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-	}
-	return env
 }

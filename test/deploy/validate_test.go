@@ -23,7 +23,14 @@ import (
 // config-features and config-autoscaler, and the create operation.
 func admissionContext(t testing.TB) context.Context {
 	t.Helper()
-	flags, err := feature.NewFlagsConfigFromMap(nil)
+	return admissionContextWith(t, nil)
+}
+
+// admissionContextWith is admissionContext with some of config-features set: a variant's
+// admission on a cluster configured for it (setFeatures).
+func admissionContextWith(t testing.TB, features map[string]string) context.Context {
+	t.Helper()
+	flags, err := feature.NewFlagsConfigFromMap(features)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +73,12 @@ func knativeObjects(s *manifests.Set) map[string]knativeObject {
 	for _, it := range s.Services {
 		out["Service/"+it.Object.Name] = it.Object.DeepCopy()
 	}
+	for _, it := range s.EventPolicies {
+		out["EventPolicy/"+it.Object.Name] = it.Object.DeepCopy()
+	}
+	for _, it := range s.EventTypes {
+		out["EventType/"+it.Object.Name] = it.Object.DeepCopy()
+	}
 	return out
 }
 
@@ -82,7 +95,7 @@ func TestKnativeValidation(t *testing.T) {
 		}
 		for _, key := range sortedKeys(objs) {
 			t.Run(name+"/"+key, func(t *testing.T) {
-				fe := admit(admissionContext(t), objs[key])
+				fe := admit(admissionContextWith(t, setFeatures[name]), objs[key])
 				if err := fe.Filter(apis.ErrorLevel); err != nil {
 					t.Errorf("rejected: %v", err)
 				}

@@ -28,7 +28,8 @@ const pythonSource = "scoreflow-examples/python-scorer"
 // from the example's YAML through Knative's webhook. A ping through the broker gets its scores onto the hub
 // through the score-writer; a value the writer refuses comes back as write.failed naming the
 // cluster and OutOfRange; a bad configuration, refused 400 by the scorer, comes back through the
-// dead-letter sink as write.failed carrying the scorer's own reason.
+// dead-letter sink as write.failed carrying the scorer's own reason. Its score.updated carry the
+// scoreflowresource extension.
 func TestPythonExampleScorer(t *testing.T) {
 	ctx := context.Background()
 	scorerURL := functest.Python(t, []string{"PORT=0", "ADDRESS=127.0.0.1"}, filepath.Join("..", "..", "examples", "python-scorer", "scorer.py"))
@@ -82,6 +83,17 @@ func TestPythonExampleScorer(t *testing.T) {
 		}
 		return true
 	})
+
+	// Like every scoreflow scorer, it names the resource in the scoreflowresource extension too.
+	scores := func() []event.Event {
+		return observed.find(func(e *event.Event) bool { return e.Source() == pythonSource && e.Type() == contract.TypeScoreUpdated })
+	}
+	eventually(t, 30*time.Second, "the player saw no score.updated of the python scorer", func() bool { return len(scores()) > 0 })
+	for _, e := range scores() {
+		if got := e.Extensions()[contract.ExtResource]; got != "cost" {
+			t.Errorf("the python scorer's score.updated %s carries scoreflowresource %v, want cost", e.ID(), got)
+		}
+	}
 
 	// A value out of range is refused, per cluster, as write.failed on the broker.
 	if st := post(t, pythonPing(t, `{"resource": "cost", "costs": {"cluster3": 300}}`)); st != http.StatusAccepted {

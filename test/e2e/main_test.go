@@ -1,5 +1,5 @@
 // Package e2e runs scoreflow as `make run` does (harness/devrun: the stock Knative Eventing running
-// brokers/, triggers/ and deploy/ unmodified, every function of deploy/ as a process, a real hub,
+// config/default's objects unmodified, every function of it as a process, a real hub,
 // the real OCM placement controller, a real Prometheus) and checks what a user would see.
 package e2e
 

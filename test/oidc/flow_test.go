@@ -42,7 +42,8 @@ const (
 // function refuses a post without a token and reports nothing for it, while the broker's own
 // dead-lettering (the Trigger's token for the dead-letter sink's audience) still reaches it. An
 // assistant's optimise call through the MCP server reaches the optimizer with the MCP server's
-// own token (checkMCPOptimizes).
+// own token (checkMCPOptimizes). An agent's score reaches the hub through the agent gateway, for
+// its own cluster only (checkAgentThroughGateway).
 func TestFlowWithSenderIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -201,6 +202,7 @@ func TestFlowWithSenderIdentity(t *testing.T) {
 	t.Logf("the decision moved %s after the token Secret was renewed", time.Since(renewed).Round(time.Millisecond))
 
 	checkMCPOptimizes(t, ctx, s)
+	checkAgentThroughGateway(t, ctx, s)
 
 	if crashed := s.Knative.Crashed(); len(crashed) > 0 {
 		t.Errorf("Knative processes crashed: %v", crashed)

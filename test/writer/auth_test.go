@@ -40,7 +40,7 @@ func TestWriterWritesOnlyForTheTriggersIdentity(t *testing.T) {
 	}{
 		{"no token", srv.url, "", 401, function.ReasonUnauthenticated},
 		{"other audience", srv.url, "Bearer " + authtest.Token(t, hub.Kube, "scoreflow", "score-writer-oidc-eventing.knative.dev-trigger", "scoreflow/static-scorer"), 401, function.ReasonUnauthenticated},
-		{"unknown key", srv.url, "Bearer " + authtest.Forge(t, good, false), 401, function.ReasonUnauthenticated},
+		{"signed by another key", srv.url, "Bearer " + authtest.Forge(t, good, true), 401, function.ReasonUnauthenticated},
 		{"expired", expiredSrv.url, "Bearer " + good, 401, function.ReasonUnauthenticated},
 		{"other subject", srv.url, "Bearer " + authtest.Token(t, hub.Kube, "scoreflow", "cloudevents-player", audience), 403, function.ReasonNotAllowed},
 	}

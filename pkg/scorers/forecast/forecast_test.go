@@ -3,7 +3,6 @@ package forecast
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
@@ -58,98 +56,6 @@ func TestHolt(t *testing.T) {
 	}
 }
 
-// holtReference is Holt's recurrence as written down, one division per point.
-func holtReference(ps []Point, alpha, beta, ahead float64) float64 {
-	level := ps[0].Y
-	trend := (ps[1].Y - ps[0].Y) / (ps[1].X - ps[0].X)
-	for i := 1; i < len(ps); i++ {
-		dt := ps[i].X - ps[i-1].X
-		prev := level
-		level = alpha*ps[i].Y + (1-alpha)*(level+trend*dt)
-		trend = beta*(level-prev)/dt + (1-beta)*trend
-	}
-	return level + trend*ahead
-}
-
-// TestHoltMatchesTheRecurrence: Holt gives, to the bit, what the recurrence gives, on series with
-// and without gaps.
-func TestHoltMatchesTheRecurrence(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for n := range 2000 {
-		ps := make([]Point, 2+r.IntN(80))
-		x := float64(-len(ps) - 5)
-		for i := range ps {
-			x++
-			if n%2 == 1 && r.IntN(6) == 0 {
-				x += float64(1 + r.IntN(3)) // missing steps
-			}
-			ps[i] = Point{X: x, Y: r.Float64() * 1000}
-		}
-		alpha, beta, ahead := r.Float64(), r.Float64(), float64(1+r.IntN(30))
-		got, _ := Holt(ps, alpha, beta, ahead)
-		if want := holtReference(ps, alpha, beta, ahead); math.Float64bits(got) != math.Float64bits(want) {
-			t.Fatalf("series %d (%d points): Holt %v, the recurrence %v", n, len(ps), got, want)
-		}
-	}
-}
-
-// TestHoltSamplesIsHoltOfThePoints: reading a series' samples as they come gives, to the bit, what
-// Holt gives on the points copied out of them (NaN values left out, X in steps from end), on series
-// with NaNs, gaps, an end off the step grid and fewer than two points; so does reading two series
-// at once (HoltSamples2), of different lengths.
-func TestHoltSamplesIsHoltOfThePoints(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	var prev []model.SamplePair // the series before, HoltSamples2's other series
-	for n := range 3000 {
-		step := time.Duration(1+r.IntN(600)) * time.Second
-		end := model.Time(1_780_000_000_000 + r.Int64N(1_000_000))
-		vs := make([]model.SamplePair, r.IntN(80))
-		at := end - model.Time(int64(len(vs)+r.IntN(3))*step.Milliseconds()) - model.Time(r.Int64N(2)*r.Int64N(step.Milliseconds()))
-		for i := range vs {
-			at += model.Time(step.Milliseconds())
-			if n%2 == 1 && r.IntN(6) == 0 {
-				at += model.Time(int64(1+r.IntN(3)) * step.Milliseconds()) // missing steps
-			}
-			vs[i] = model.SamplePair{Timestamp: at, Value: model.SampleValue(r.Float64() * 1000)}
-			if n%3 == 2 && r.IntN(5) == 0 {
-				vs[i].Value = model.SampleValue(math.NaN())
-			}
-		}
-		var ps []Point
-		for _, p := range vs {
-			if !math.IsNaN(float64(p.Value)) {
-				ps = append(ps, Point{X: float64(p.Timestamp-end) / float64(step.Milliseconds()), Y: float64(p.Value)})
-			}
-		}
-		alpha, beta, ahead := r.Float64(), r.Float64(), float64(1+r.IntN(30))
-		got, gotN, lastX := HoltSamples(vs, end, step, alpha, beta, ahead)
-		want, ok := Holt(ps, alpha, beta, ahead)
-		if gotN != len(ps) || (len(ps) > 0 && lastX != ps[len(ps)-1].X) {
-			t.Fatalf("series %d: %d points, last X %v; want %d points", n, gotN, lastX, len(ps))
-		}
-		if ok != (gotN >= 2) || math.Float64bits(got) != math.Float64bits(want) {
-			t.Fatalf("series %d (%d points): HoltSamples %v, Holt %v (ok %v)", n, len(ps), got, want, ok)
-		}
-		prevV, prevN, prevX := HoltSamples(prev, end, step, alpha, beta, ahead)
-		for _, order := range []bool{false, true} {
-			a, b := vs, prev
-			if order {
-				a, b = prev, vs
-			}
-			va, na, xa, vb, nb, xb := HoltSamples2(a, b, end, step, alpha, beta, ahead)
-			if order {
-				va, na, xa, vb, nb, xb = vb, nb, xb, va, na, xa
-			}
-			if math.Float64bits(va) != math.Float64bits(got) || na != gotN || xa != lastX ||
-				math.Float64bits(vb) != math.Float64bits(prevV) || nb != prevN || xb != prevX {
-				t.Fatalf("series %d: HoltSamples2 %v %d %v and %v %d %v; one at a time %v %d %v and %v %d %v",
-					n, va, na, xa, vb, nb, xb, got, gotN, lastX, prevV, prevN, prevX)
-			}
-		}
-		prev = vs
-	}
-}
-
 func TestHeadrooms(t *testing.T) {
 	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	series := func(cluster string, lastOffset time.Duration, ys ...float64) *model.SampleStream {
@@ -162,7 +68,7 @@ func TestHeadrooms(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Step, cfg.Horizon = model.Duration(time.Minute), model.Duration(5*time.Minute)
-	capacity := map[string]float64{"up": 20, "down": 20, "stale": 20, "short": 20, "zero": 0}
+	capacity := map[string]float64{"up": 20, "down": 20, "stale": 20, "short": 20, "zero": 0, "gap": 20}
 	in, skipped := cfg.Headrooms(model.Matrix{
 		series("up", 0, 1, 2, 3),   // 3 + 5 = 8 predicted: (20-8)/20 = 0.6
 		series("down", 0, 9, 6, 3), // 3 - 3*5 = -12 predicted, counted as 0: headroom 1
@@ -170,14 +76,15 @@ func TestHeadrooms(t *testing.T) {
 		series("short", 0, 1),
 		series("zero", 0, 1, 2),
 		series("nocap", 0, 1, 2),
+		series("gap", 0, 1, math.NaN(), 3), // a NaN is no point: 1 and 3 two steps apart, as "up"
 	}, func(c string) (float64, bool) { v, ok := capacity[c]; return v, ok }, end)
 	got := map[string]float64{}
 	for _, i := range in {
 		c, _ := i.Label("cluster")
 		got[c] = i.Value
 	}
-	if len(got) != 2 || math.Abs(got["up"]-0.6) > 1e-9 || got["down"] != 1 {
-		t.Errorf("headrooms = %v, want up 0.6 and down 1", got)
+	if len(got) != 3 || math.Abs(got["up"]-0.6) > 1e-9 || got["down"] != 1 || math.Abs(got["gap"]-0.6) > 1e-9 {
+		t.Errorf("headrooms = %v, want up 0.6, down 1 and gap 0.6", got)
 	}
 	if want := (Skipped{Stale: 1, Short: 1, NoCapacity: 2}); skipped != want {
 		t.Errorf("skipped = %+v, want %+v", skipped, want)
@@ -185,11 +92,11 @@ func TestHeadrooms(t *testing.T) {
 }
 
 func TestCapacities(t *testing.T) {
-	caps, err := Capacities(prom.Pick(model.Vector{{Metric: model.Metric{"c": "a"}, Value: 4}, {Metric: model.Metric{"c": "b"}, Value: 8}}, "c"), "c")
+	caps, err := Capacities(model.Vector{{Metric: model.Metric{"c": "a"}, Value: 4}, {Metric: model.Metric{"c": "b"}, Value: 8}}, "c")
 	if err != nil || !reflect.DeepEqual(caps, map[string]float64{"a": 4, "b": 8}) {
 		t.Errorf("Capacities = %v, %v", caps, err)
 	}
-	if _, err := Capacities(prom.Pick(model.Vector{{Metric: model.Metric{"c": "a", "x": "1"}}, {Metric: model.Metric{"c": "a", "x": "2"}}}, "c"), "c"); err == nil || !strings.Contains(err.Error(), `two series for cluster "a"`) {
+	if _, err := Capacities(model.Vector{{Metric: model.Metric{"c": "a", "x": "1"}}, {Metric: model.Metric{"c": "a", "x": "2"}}}, "c"); err == nil || !strings.Contains(err.Error(), `two series for cluster "a"`) {
 		t.Errorf("duplicate capacity: %v", err)
 	}
 }
@@ -260,11 +167,10 @@ func benchScore(b *testing.B, n int) {
 		caps[i] = &model.Sample{Metric: model.Metric{"cluster": cl}, Value: 64}
 	}
 	out := cfg.output()
-	picked := prom.Pick(caps, "cluster")
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
-		c, err := Capacities(picked, "cluster")
+		c, err := Capacities(caps, "cluster")
 		if err != nil {
 			b.Fatal(err)
 		}

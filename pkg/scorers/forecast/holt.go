@@ -25,118 +25,22 @@ func Holt(ps []Point, alpha, beta, ahead float64) (v float64, ok bool) {
 	level := ps[0].Y
 	trend := (ps[1].Y - ps[0].Y) / (ps[1].X - ps[0].X)
 	for i := 1; i < len(ps); i++ {
-		level, trend = holtStep(level, trend, ps[i].Y, ps[i].X-ps[i-1].X, alpha, beta)
+		dt := ps[i].X - ps[i-1].X
+		prev := level
+		level = alpha*ps[i].Y + (1-alpha)*(level+trend*dt)
+		trend = beta*(level-prev)/dt + (1-beta)*trend
 	}
 	return level + trend*ahead, true
 }
 
-// HoltSamples is Holt over a range query's series as Prometheus returned it: the points are the
-// samples' values that are not NaN, at X = (t - end) / step, and each is used as it is read, not
-// copied out first. It returns what Holt returns for those points, to the bit, with how many
-// there were and the last one's X.
-func HoltSamples(vs []model.SamplePair, end model.Time, step time.Duration, alpha, beta, ahead float64) (v float64, n int, lastX float64) {
-	stepMs := float64(step.Milliseconds())
-	var h holt
+// Points are a range query's series as Holt reads it: the samples whose value is not NaN, at X
+// = (t - end) / step, so that the point at end has X 0.
+func Points(vs []model.SamplePair, end model.Time, step time.Duration) []Point {
+	ps := make([]Point, 0, len(vs))
 	for _, p := range vs {
-		h = h.add(p, end, stepMs, alpha, beta)
-	}
-	return h.forecast(ahead), h.n, h.lastX
-}
-
-// HoltSamples2 is HoltSamples of two series at once. Each point waits on the one before it in
-// its series (Holt's level and trend) and on memory; taking the two series' points in turn lets
-// the processor work on one while the other waits, a fleet's answer holding ~730,000 of them.
-// The loop spells out holt.add for each series: add is too large for the compiler to inline,
-// and a call per point takes the gain away (Score10000 with add called: no faster than one
-// series at a time).
-func HoltSamples2(a, b []model.SamplePair, end model.Time, step time.Duration, alpha, beta, ahead float64) (va float64, na int, lastXa float64, vb float64, nb int, lastXb float64) {
-	stepMs := float64(step.Milliseconds())
-	var ha, hb holt
-	both := min(len(a), len(b))
-	for i := range both {
-		if y := float64(a[i].Value); y == y {
-			x := float64(a[i].Timestamp-end) / stepMs
-			if ha.n < 2 {
-				ha = ha.start(x, y, alpha, beta)
-			} else {
-				ha.level, ha.trend = holtStep(ha.level, ha.trend, y, x-ha.lastX, alpha, beta)
-				ha.n++
-				ha.lastX = x
-			}
-		}
-		if y := float64(b[i].Value); y == y {
-			x := float64(b[i].Timestamp-end) / stepMs
-			if hb.n < 2 {
-				hb = hb.start(x, y, alpha, beta)
-			} else {
-				hb.level, hb.trend = holtStep(hb.level, hb.trend, y, x-hb.lastX, alpha, beta)
-				hb.n++
-				hb.lastX = x
-			}
+		if !math.IsNaN(float64(p.Value)) {
+			ps = append(ps, Point{X: float64(p.Timestamp-end) / float64(step.Milliseconds()), Y: float64(p.Value)})
 		}
 	}
-	for _, p := range a[both:] {
-		ha = ha.add(p, end, stepMs, alpha, beta)
-	}
-	for _, p := range b[both:] {
-		hb = hb.add(p, end, stepMs, alpha, beta)
-	}
-	return ha.forecast(ahead), ha.n, ha.lastX, hb.forecast(ahead), hb.n, hb.lastX
-}
-
-// holt is Holt's state over the points read so far: at most four words, which the compiler
-// keeps in registers.
-type holt struct {
-	level, trend, lastX float64
-	n                   int
-}
-
-// add reads one sample: a NaN value is no point.
-func (h holt) add(p model.SamplePair, end model.Time, stepMs, alpha, beta float64) holt {
-	y := float64(p.Value)
-	if y != y { // NaN
-		return h
-	}
-	x := float64(p.Timestamp-end) / stepMs
-	if h.n < 2 {
-		return h.start(x, y, alpha, beta)
-	}
-	h.level, h.trend = holtStep(h.level, h.trend, y, x-h.lastX, alpha, beta)
-	h.n++
-	h.lastX = x
-	return h
-}
-
-// start reads the first two points: the level starts at the first, the trend at the slope to
-// the second. Kept out of add so that add is small enough to be inlined.
-func (h holt) start(x, y, alpha, beta float64) holt {
-	if h.n == 0 {
-		h.level = y
-	} else {
-		h.trend = (y - h.level) / (x - h.lastX)
-		h.level, h.trend = holtStep(h.level, h.trend, y, x-h.lastX, alpha, beta)
-	}
-	h.n++
-	h.lastX = x
-	return h
-}
-
-func (h holt) forecast(ahead float64) float64 {
-	if h.n < 2 {
-		return math.NaN()
-	}
-	return h.level + h.trend*ahead
-}
-
-// holtStep takes the level and trend past one point y, dt steps after the previous one.
-func holtStep(level, trend, y, dt, alpha, beta float64) (float64, float64) {
-	prev := level
-	if dt == 1 {
-		// The usual step, written without the division: it would sit on the chain from one
-		// point's trend to the next one's, and dividing by 1 changes no bit.
-		level = alpha*y + (1-alpha)*(level+trend)
-		return level, beta*(level-prev) + (1-beta)*trend
-	}
-	level = alpha*y + (1-alpha)*(level+trend*dt)
-	return level, beta*(level-prev)/dt + (1-beta)*trend
+	return ps
 }

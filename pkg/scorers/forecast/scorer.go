@@ -43,7 +43,7 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	}
 	capacity := func(string) (float64, bool) { return *cfg.Capacity, true }
 	if cfg.CapacityQuery != "" {
-		v, err := s.Prom.QueryLabels(ctx, cfg.CapacityQuery, end, cfg.ClusterLabel)
+		v, err := s.Prom.Query(ctx, cfg.CapacityQuery, end)
 		if err != nil {
 			return nil, prom.Fail(err)
 		}
@@ -88,44 +88,33 @@ func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (fl
 	ahead := float64(time.Duration(c.Horizon)) / float64(step)
 	endMs := model.TimeFromUnixNano(end.UnixNano())
 	in := make([]promql.Input, 0, len(usage))
-	add := func(s *model.SampleStream, predicted float64, n int, lastX float64) {
+	for _, s := range usage {
+		ps := Points(s.Values, endMs, step)
+		predicted, ok := Holt(ps, c.Alpha, c.Beta, ahead)
 		switch {
-		case n < 2:
+		case !ok:
 			skipped.Short++
-			return
-		case lastX != 0:
+			continue
+		case ps[len(ps)-1].X != 0:
 			// Never score a cluster on data that stopped coming: leave it out.
 			skipped.Stale++
-			return
+			continue
 		}
 		capa, ok := capacity(string(s.Metric[model.LabelName(c.ClusterLabel)]))
 		if !ok || !(capa > 0) {
 			skipped.NoCapacity++
-			return
+			continue
 		}
 		in = append(in, promql.Input{Metric: s.Metric, Value: (capa - math.Max(predicted, 0)) / capa})
-	}
-	// Two series at a time: see HoltSamples2.
-	i := 0
-	for ; i+1 < len(usage); i += 2 {
-		a, b := usage[i], usage[i+1]
-		va, na, xa, vb, nb, xb := HoltSamples2(a.Values, b.Values, endMs, step, c.Alpha, c.Beta, ahead)
-		add(a, va, na, xa)
-		add(b, vb, nb, xb)
-	}
-	if i < len(usage) {
-		v, n, x := HoltSamples(usage[i].Values, endMs, step, c.Alpha, c.Beta, ahead)
-		add(usage[i], v, n, x)
 	}
 	return in, skipped
 }
 
-// Capacities reads a capacity query's result, its series' cluster label picked (QueryLabels):
-// one value per cluster.
-func Capacities(v []prom.Picked, clusterLabel string) (map[string]float64, error) {
+// Capacities reads a capacity query's result: one value per cluster.
+func Capacities(v model.Vector, clusterLabel string) (map[string]float64, error) {
 	out := make(map[string]float64, len(v))
 	for _, s := range v {
-		c := string(s.Labels[0])
+		c := string(s.Metric[model.LabelName(clusterLabel)])
 		if _, dup := out[c]; dup {
 			return nil, fmt.Errorf("two series for cluster %q: aggregate by %s", c, clusterLabel)
 		}

@@ -2,9 +2,10 @@
 // cluster-health, score health (both set by flags), one score per ManagedCluster
 // (cluster.open-cluster-management.io/v1). It takes two inputs:
 //
-//   - PingSource events (extension scorer=health-scorer, data {}): it lists every ManagedCluster
-//     on the hub and answers with one score.updated for all of them. This is what keeps the
-//     scores right: see Timing and validity.
+//   - PingSource events (extension scorer=health-scorer, data {}): it scores every ManagedCluster
+//     on the hub, from the cache of an informer that watches them (HubClusters), and answers with
+//     one score.updated for all of them. This is what keeps the scores right: see Timing and
+//     validity.
 //   - Knative ApiServerSource events about ManagedClusters, mode Resource (types
 //     dev.knative.apiserver.resource.add, .update and .delete, data the object): each is answered
 //     with one score.updated for that cluster, so a change counts at once rather than at the next
@@ -48,8 +49,9 @@
 // ignores the initial list) and nothing for changes that happened while it relisted. And an
 // Unreachable cluster's agent has stopped, so its ManagedCluster no longer changes: no event
 // would ever lower its score as the periods pass. So each ping scores every cluster as it is
-// then, and the shipped PingSource (deploy/schedules.yaml) pings every minute; the list needs get
-// and list on managedclusters (deploy/health-scorer.yaml) and nothing else.
+// then, and the shipped PingSource (deploy/schedules.yaml) pings every minute. The informer needs
+// list and watch on managedclusters (deploy/health-scorer.yaml) and nothing else; until it has
+// listed the hub once, a ping is answered 503 (400 Forbidden if the list was refused).
 //
 // A ping's scores are dated at its evaluation (the scorer's clock); an event's at the event's
 // time (its CloudEvent time, which the ApiServerSource adapter stamps when it sends; the receipt

@@ -1,15 +1,21 @@
 package health
 
 import (
+	"cmp"
 	"context"
-	"fmt"
+	"errors"
+	"io"
+	"log/slog"
 	"slices"
+	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
-	clusterscheme "open-cluster-management.io/api/client/cluster/clientset/versioned/scheme"
+	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
+	clusterlisters "open-cluster-management.io/api/client/cluster/listers/cluster/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	sigsjson "sigs.k8s.io/json"
 )
 
 // Lister lists every ManagedCluster on the hub.
@@ -17,113 +23,87 @@ type Lister interface {
 	List(ctx context.Context) ([]ManagedCluster, error)
 }
 
-// HubClusters lists ManagedClusters with an OCM client. It needs list on managedclusters
-// (cluster-scoped) and nothing else: no watch, no cache, so the scorer holds nothing between
-// pings and each evaluation sees the hub as it is.
+// HubClusters lists the hub's ManagedClusters from an informer's cache: one list and a watch
+// for the life of the scorer, so that a ping reads memory rather than the API server. It needs
+// list and watch on managedclusters (cluster-scoped) and nothing else.
 type HubClusters struct {
-	Client clusterclient.Interface
-	// PageSize bounds each list request; 0 means 500.
-	PageSize int64
+	lister clusterlisters.ManagedClusterLister
+	synced func() bool
+
+	mu      sync.Mutex
+	lastErr error // the informer's last list or watch error, until it has synced
 }
 
-// List implements Lister, a page at a time.
-func (h HubClusters) List(ctx context.Context) ([]ManagedCluster, error) {
-	limit := h.PageSize
-	if limit <= 0 {
-		limit = 500
-	}
-	var out []ManagedCluster
-	opts := metav1.ListOptions{Limit: limit}
-	for {
-		// The list's JSON is read into the fields the score uses only (listPage), not into whole
-		// ManagedCluster objects: decoding every field of a fleet's clusters cost several times
-		// scoring them. A plain page is read in one pass (scanListPage); any other goes through
-		// sigs.k8s.io/json, as client-go decodes. The request, and its errors, are the typed
-		// client's List.
-		raw, err := h.Client.ClusterV1().RESTClient().Get().Resource("managedclusters").
-			VersionedParams(&opts, clusterscheme.ParameterCodec).Do(ctx).Raw()
-		if err != nil {
-			return nil, err
+// errNotSynced answers a ping that comes before the informer has listed the hub once.
+var errNotSynced = errors.New("the ManagedCluster informer has not listed the hub yet")
+
+// WatchClusters starts an informer on ManagedClusters that runs until ctx ends.
+func WatchClusters(ctx context.Context, client clusterclient.Interface, log *slog.Logger) *HubClusters {
+	// No resync: pings read the cache, nothing reacts to its events.
+	factory := clusterinformers.NewSharedInformerFactoryWithOptions(client, 0, clusterinformers.WithTransform(slimCluster))
+	inf := factory.Cluster().V1().ManagedClusters()
+	h := &HubClusters{lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	// Before Start, as client-go requires. The informer retries with backoff after calling it.
+	_ = inf.Informer().SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		h.mu.Lock()
+		h.lastErr = err
+		h.mu.Unlock()
+		if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return // a watch's usual end: the informer watches or lists again
 		}
-		page, ok := scanListPage(raw)
-		if !ok {
-			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &page); err != nil {
-				return nil, fmt.Errorf("decoding the ManagedClusterList: %w", err)
-			}
+		log.Warn("listing or watching ManagedClusters failed; retrying", "err", brief(err))
+	})
+	factory.Start(ctx.Done())
+	return h
+}
+
+// slimCluster keeps of a ManagedCluster only what FromAPI reads. A fleet's ManagedClusters carry
+// managedFields, client configs with CA bundles, claims and capacity: kilobytes each, which at
+// 10,000 clusters would be tens of MiB held for nothing.
+func slimCluster(obj any) (any, error) {
+	c, ok := obj.(*clusterv1.ManagedCluster)
+	if !ok {
+		return obj, nil // a tombstone: its object was slimmed when it was stored
+	}
+	out := &clusterv1.ManagedCluster{}
+	out.Name, out.ResourceVersion, out.DeletionTimestamp = c.Name, c.ResourceVersion, c.DeletionTimestamp
+	out.Spec.HubAcceptsClient = c.Spec.HubAcceptsClient
+	out.Spec.LeaseDurationSeconds = c.Spec.LeaseDurationSeconds
+	for _, cond := range c.Status.Conditions {
+		cond.Message, cond.ObservedGeneration = "", 0
+		out.Status.Conditions = append(out.Status.Conditions, cond)
+	}
+	return out, nil
+}
+
+// List implements Lister: every ManagedCluster in the cache, sorted by name. Before the informer
+// has listed the hub once it returns its last error (a refusal by RBAC says what to grant), or
+// errNotSynced.
+func (h *HubClusters) List(context.Context) ([]ManagedCluster, error) {
+	if !h.synced() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.lastErr != nil {
+			return nil, h.lastErr
 		}
-		out = slices.Grow(out, len(page.Items))
-		for i := range page.Items {
-			out = append(out, page.Items[i].managedCluster())
-		}
-		if page.Metadata.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Metadata.Continue
+		return nil, errNotSynced
 	}
-}
-
-// listPage is one page of a ManagedClusterList, as much of it as FromAPI reads. Its fields have
-// the API types' JSON names and types, and are decoded as client-go decodes (case-sensitive).
-type listPage struct {
-	Metadata struct {
-		Continue string `json:"continue,omitempty"`
-	} `json:"metadata"`
-	Items []listItem `json:"items"`
-}
-
-// listItem is one ManagedCluster of a listPage.
-type listItem struct {
-	Metadata struct {
-		Name              string       `json:"name,omitempty"`
-		DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
-	} `json:"metadata"`
-	Spec struct {
-		HubAcceptsClient     bool  `json:"hubAcceptsClient"`
-		LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
-	} `json:"spec"`
-	Status struct {
-		Conditions []listCondition `json:"conditions,omitempty"`
-	} `json:"status"`
-}
-
-// listCondition is one condition of a listItem.
-type listCondition struct {
-	Type               string                 `json:"type"`
-	Status             metav1.ConditionStatus `json:"status"`
-	Reason             string                 `json:"reason"`
-	LastTransitionTime metav1.Time            `json:"lastTransitionTime"`
-}
-
-// managedCluster is FromAPI of the item: the same fields, set the same way.
-func (it *listItem) managedCluster() ManagedCluster {
-	var mc ManagedCluster
-	mc.APIVersion = apiVersion
-	mc.Kind = Kind
-	mc.Metadata.Name = it.Metadata.Name
-	if it.Metadata.DeletionTimestamp != nil {
-		t := it.Metadata.DeletionTimestamp.Time
-		mc.Metadata.DeletionTimestamp = &t
+	cs, err := h.lister.List(labels.Everything())
+	if err != nil {
+		return nil, err
 	}
-	mc.Spec.HubAcceptsClient = it.Spec.HubAcceptsClient
-	mc.Spec.LeaseDurationSeconds = it.Spec.LeaseDurationSeconds
-	if n := len(it.Status.Conditions); n > 0 {
-		mc.Status.Conditions = make([]Condition, 0, n)
+	slices.SortFunc(cs, func(a, b *clusterv1.ManagedCluster) int { return cmp.Compare(a.Name, b.Name) })
+	out := make([]ManagedCluster, len(cs))
+	for i, c := range cs {
+		out[i] = FromAPI(c)
 	}
-	for _, cond := range it.Status.Conditions {
-		mc.Status.Conditions = append(mc.Status.Conditions, Condition{
-			Type: cond.Type, Status: string(cond.Status), Reason: cond.Reason, LastTransitionTime: cond.LastTransitionTime.Time,
-		})
-	}
-	return mc
+	return out, nil
 }
-
-// apiVersion is a ManagedCluster's, worked out once rather than for each cluster of a list.
-var apiVersion = clusterv1.SchemeGroupVersion.String()
 
 // FromAPI copies the fields the score reads from an OCM ManagedCluster.
 func FromAPI(c *clusterv1.ManagedCluster) ManagedCluster {
 	var mc ManagedCluster
-	mc.APIVersion = apiVersion
+	mc.APIVersion = clusterv1.SchemeGroupVersion.String()
 	mc.Kind = Kind
 	mc.Metadata.Name = c.Name
 	if c.DeletionTimestamp != nil {

@@ -236,10 +236,11 @@ func waitFor(t *testing.T, w watch.Interface, want watch.EventType) *unstructure
 }
 
 // TestPingScoresEveryCluster: clusters that exist before the scorer starts, and whose objects then
-// never change, are scored on every ping from a list of the real hub (a Knative ApiServerSource
-// sends nothing for them), and an Unreachable cluster's score falls with each lease period between
-// pings although nothing about it changes. A cluster being deleted gets no score, and a scorer
-// whose account may not list ManagedClusters answers 400 Forbidden.
+// never change, are scored on every ping from the scorer's informer on the real hub (a Knative
+// ApiServerSource sends nothing for them), and an Unreachable cluster's score falls with each
+// lease period between pings although nothing about it changes. A cluster being deleted gets no
+// score; a cluster that joins later is scored once the watch brings it; and a scorer whose account
+// may not list ManagedClusters answers 400 Forbidden.
 func TestPingScoresEveryCluster(t *testing.T) {
 	hub, err := localhub.Start()
 	if err != nil {
@@ -290,12 +291,35 @@ func TestPingScoresEveryCluster(t *testing.T) {
 	// Only now does the scorer start: it has seen no event about any of them.
 	var clock time.Time
 	fn := function.New("health-scorer", "test")
+	clusters := WatchClusters(ctx, hub.Cluster, fn.Log)
 	s := &Scorer{Resource: "cluster-health", ScoreName: "health", ValidFor: DefaultValidFor, Log: fn.Log,
-		Clusters: HubClusters{Client: hub.Cluster, PageSize: 2}, Now: func() time.Time { return clock }}
+		Clusters: clusters, Now: func() time.Time { return clock }}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), s.Routes()))
+	for _, err := clusters.List(ctx); err != nil; _, err = clusters.List(ctx) {
+		if ctx.Err() != nil {
+			t.Fatalf("the informer did not list the hub: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	scores := func(reply *event.Event) map[string]float64 {
+		t.Helper()
+		su, fail := functest.Reply(t, reply)
+		if fail != nil {
+			t.Fatalf("failure %+v", fail)
+		}
+		got := map[string]float64{}
+		for _, it := range su.Items {
+			if len(it.Scores) != 1 || it.Scores[0].Name != "health" {
+				t.Errorf("item %+v, want one score named health", it)
+				continue
+			}
+			got[it.Cluster] = it.Scores[0].Value
+		}
+		return got
+	}
 
 	for _, tt := range []struct {
 		name string
@@ -309,18 +333,11 @@ func TestPingScoresEveryCluster(t *testing.T) {
 	} {
 		clock = tt.at
 		status, reply := functest.Send(t, url, functest.Ping(`{}`))
-		su, fail := functest.Reply(t, reply)
-		if status != http.StatusOK || fail != nil {
-			t.Fatalf("%s: status %d failure %+v", tt.name, status, fail)
+		if status != http.StatusOK {
+			t.Fatalf("%s: status %d", tt.name, status)
 		}
-		got := map[string]float64{}
-		for _, it := range su.Items {
-			if len(it.Scores) != 1 || it.Scores[0].Name != "health" {
-				t.Errorf("%s: item %+v, want one score named health", tt.name, it)
-				continue
-			}
-			got[it.Cluster] = it.Scores[0].Value
-		}
+		got := scores(reply)
+		su, _ := functest.Reply(t, reply)
 		if su.Resource != "cluster-health" || !maps.Equal(got, tt.want) {
 			t.Errorf("%s: %s %v, want cluster-health %v", tt.name, su.Resource, got, tt.want)
 		}
@@ -330,16 +347,47 @@ func TestPingScoresEveryCluster(t *testing.T) {
 		}
 	}
 
+	// A cluster that joins after the informer listed the hub: the watch brings it.
+	if err := hub.AddCluster(ctx, "north", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.MarkAvailable(ctx, "north"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		status, reply := functest.Send(t, url, functest.Ping(`{}`))
+		if status != http.StatusOK {
+			t.Fatalf("after north joined: status %d", status)
+		}
+		got := scores(reply)
+		if got["north"] == 100 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("north never scored 100: last ping %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	// An account without access to ManagedClusters: the deployment is wrong, retrying cannot help.
+	// Until the informer's first list has been refused a ping is answered 503, as before any list.
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:scoreflow:nobody"}
 	denied := &Scorer{Resource: "cluster-health", ScoreName: "health", Log: fn.Log,
-		Clusters: HubClusters{Client: clusterclient.NewForConfigOrDie(cfg)}}
+		Clusters: WatchClusters(ctx, clusterclient.NewForConfigOrDie(cfg), fn.Log)}
 	fn = function.New("health-scorer", "test")
 	url = functest.Serve(t, fn, scorer.Handler(fn.Source(), denied.Routes()))
-	status, reply := functest.Send(t, url, functest.Ping(`{}`))
-	if _, f := functest.Reply(t, reply); status != http.StatusBadRequest || f == nil || f.Reason != contract.ReasonForbidden || f.Retriable ||
-		!strings.Contains(f.Message, "get and list on managedclusters") {
-		t.Errorf("no RBAC: status %d failure %+v, want 400 Forbidden naming the grant", status, f)
+	for {
+		status, reply := functest.Send(t, url, functest.Ping(`{}`))
+		_, f := functest.Reply(t, reply)
+		if status == http.StatusServiceUnavailable && f != nil && f.Reason == contract.ReasonUnavailable && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if status != http.StatusBadRequest || f == nil || f.Reason != contract.ReasonForbidden || f.Retriable ||
+			!strings.Contains(f.Message, "list and watch on managedclusters") {
+			t.Errorf("no RBAC: status %d failure %+v, want 400 Forbidden naming the grant", status, f)
+		}
+		break
 	}
 }

@@ -33,13 +33,14 @@ const (
 )
 
 // Scorer turns ManagedCluster events into health scores, and on each ping scores every
-// ManagedCluster on the hub.
+// ManagedCluster Clusters lists.
 type Scorer struct {
 	Resource  string        // AddOnPlacementScore name, cluster-health by default
 	ScoreName string        // score item name, health by default
 	ValidFor  time.Duration // validUntil = evaluation time + ValidFor; 0: never expires (until the next score)
 	Log       *slog.Logger
-	// Clusters lists the hub's ManagedClusters for pings; nil refuses pings (WrongType).
+	// Clusters lists the hub's ManagedClusters for pings (HubClusters: from an informer's
+	// cache); nil refuses pings (WrongType).
 	Clusters Lister
 	// Now is the clock of ping evaluations; nil means time.Now.
 	Now func() time.Time
@@ -175,7 +176,7 @@ func (s *Scorer) result(at time.Time, items []contract.ClusterScores) *scorer.Re
 // help, the reason says what to fix); anything else (hub down, timeout, throttled) is retried.
 func listFailure(err error) error {
 	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return scorer.Fail(contract.ReasonForbidden, false, fmt.Errorf("listing ManagedClusters: %v (the health-scorer's ServiceAccount needs get and list on managedclusters)", brief(err)))
+		return scorer.Fail(contract.ReasonForbidden, false, fmt.Errorf("listing ManagedClusters: %v (the health-scorer's ServiceAccount needs list and watch on managedclusters)", brief(err)))
 	}
 	return scorer.Fail(contract.ReasonUnavailable, true, fmt.Errorf("listing ManagedClusters: %v", brief(err)))
 }

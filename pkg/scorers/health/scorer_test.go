@@ -138,7 +138,7 @@ func TestDeletedClustersAreNotScored(t *testing.T) {
 	}
 }
 
-// A ping while the hub cannot be reached is retried (503); a ping whose data is not the
+// A ping while the hub cannot be reached (the informer has never listed it) is retried (503); a ping whose data is not the
 // health-scorer's (empty) configuration is refused (400 BadConfig).
 func TestPingFailures(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -147,8 +147,10 @@ func TestPingFailures(t *testing.T) {
 	}
 	gone := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there now
-	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health",
-		Clusters: HubClusters{Client: clusterclient.NewForConfigOrDie(&rest.Config{Host: gone, Timeout: 2 * time.Second})}})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	clusters := WatchClusters(ctx, clusterclient.NewForConfigOrDie(&rest.Config{Host: gone, Timeout: 2 * time.Second}), slog.New(slog.DiscardHandler))
+	url := serve(t, &Scorer{Resource: "cluster-health", ScoreName: "health", Clusters: clusters})
 
 	status, reply := functest.Send(t, url, functest.Ping(`{}`))
 	if _, f := functest.Reply(t, reply); status != http.StatusServiceUnavailable || f == nil || f.Reason != contract.ReasonUnavailable || !f.Retriable {

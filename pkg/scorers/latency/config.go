@@ -102,9 +102,8 @@ func (t *Target) validate() error {
 	if err := contract.ValidateScoreName(t.Name); err != nil {
 		return fmt.Errorf("name: %v", err)
 	}
-	u, err := url.Parse(t.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("url: %q is not an absolute http or https URL", redact(t.URL))
+	if err := validURL(t.URL); err != nil {
+		return fmt.Errorf("url: %w", err)
 	}
 	if t.Cluster != "" {
 		if err := contract.ValidateClusterName(t.Cluster); err != nil {
@@ -161,6 +160,14 @@ func (c *Config) Resolve(agentCluster string) error {
 	}
 	if agentCluster != "" && c.Normalize.Method == scoring.MethodMinMax {
 		return errors.New("normalize.method: minmax compares clusters, but an agent measures only its own; use linear")
+	}
+	return nil
+}
+
+func validURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http or https URL", redact(raw))
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package latency
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +119,40 @@ func TestResolve(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLoadTargets(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, data, agent, want string }{
+		{"hub: a target names its cluster", "targets:\n- url: https://a.example/healthz\n  cluster: c1\n", "", ""},
+		{"hub: empty list", "targets: []\n", "", ""},
+		{"hub: no cluster", "targets:\n- url: https://a.example/\n", "", "required on the hub"},
+		{"agent: no cluster", "targets:\n- url: https://a.example/\n", "c1", ""},
+		{"agent: another cluster", "targets:\n- {url: 'https://a.example/', cluster: c2}\n", "c1", "runs on cluster"},
+		{"not http", "targets:\n- {url: 'file:///etc/passwd', cluster: c1}\n", "", "not an absolute http or https URL"},
+		{"listed twice", "targets:\n- {url: 'https://a.example/', cluster: c1}\n- {url: 'https://a.example/', cluster: c2}\n", "", "listed twice"},
+		{"misspelt field", "targets:\n- {url: 'https://a.example/', clustr: c1}\n", "", "clustr"},
+		{"bad cluster name", "targets:\n- {url: 'https://a.example/', cluster: 'C_1'}\n", "", "cluster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-")+".yaml")
+			if err := os.WriteFile(p, []byte(tt.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadTargets(p, tt.agent)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("LoadTargets = %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("LoadTargets = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if a, err := LoadTargets("", ""); err != nil || len(a) != 0 {
+		t.Errorf("no file: %v, %v; want an empty list", a, err)
+	}
+	if _, err := LoadTargets(filepath.Join(dir, "missing.yaml"), ""); err == nil {
+		t.Error("a missing file is not an error")
 	}
 }

@@ -24,6 +24,29 @@
 // linear from 0 ms (100) to 1000 ms (-100); lower is always better, so lowerIsBetter is implied and
 // method none is refused. minmax compares the clusters measured for one score name.
 //
+// # What a ping may measure
+//
+// A ping's configuration comes from whoever can send the scorer an event; the hosts it contacts
+// come from its deployment. --targets-file (TARGETS_FILE, a mounted ConfigMap, re-read on every
+// ping) lists the URLs a ping may name, each with the cluster whose score it measures:
+//
+//	targets:
+//	  - url: https://ingress.cluster1.example.com/healthz
+//	    cluster: cluster1
+//
+// Every entry of a ping must name one of these URLs exactly (same scheme, host, port, path and
+// query) and, where the list gives it a cluster, score that cluster; it still chooses the score
+// name and tunes runs, waitBetweenRuns and timeout within the bounds above. Anything else refuses
+// the whole ping (400 BadConfig) before any target is contacted, so a ping cannot probe hosts, or
+// learn from the failure phases which ports answer. On the hub each target names its cluster; in
+// agent mode the cluster may be left out (the agent's own) and the agent's --config-file entries
+// are allowed too. Without a targets file a hub scorer measures nothing. An allow-list of exact
+// URLs, rather than names that pings refer to, keeps a ping's configuration the same shape as the
+// agent's file and the AddOnPlacementScoreGenerator proposal's.
+//
+// The metrics are labelled by cluster and score name, which pings choose: at most MaxSeries pairs
+// get series of their own, and the runs of any further pair count under "_other".
+//
 // # Two modes
 //
 // Hub mode (no --cluster): the function runs on the hub behind a PingSource Trigger and measures

@@ -23,9 +23,40 @@ type Scorer struct {
 	// Cluster is --cluster: set in agent mode.
 	Cluster string
 	Log     *slog.Logger
+	// Allowed returns what a ping may make the scorer measure, read from its deployment on every
+	// ping (DeploymentTargets). Nil allows nothing: every ping is refused.
+	Allowed func() (Allowlist, error)
 
 	seconds  *prometheus.HistogramVec
 	failures *prometheus.CounterVec
+
+	mu     sync.Mutex
+	series map[[2]string]bool // (cluster, name) label pairs in use
+}
+
+// MaxSeries bounds the (cluster, score name) pairs the metrics are labelled with: a ping names
+// its entries, and each new pair is a new series of each metric. Runs of pairs beyond it are
+// counted under cluster and name "_other" (no cluster or score name starts with "_").
+const MaxSeries = 500
+
+// DeploymentTargets is the Allowed of a scorer deployed with targetsFile and, in agent mode
+// (agentCluster set), its own configFile, whose entries it may measure on a ping too. Both are
+// read on every call, so an edited ConfigMap applies from the next ping.
+func DeploymentTargets(targetsFile, configFile, agentCluster string) func() (Allowlist, error) {
+	return func() (Allowlist, error) {
+		a, err := LoadTargets(targetsFile, agentCluster)
+		if err != nil {
+			return nil, err
+		}
+		if agentCluster != "" && configFile != "" {
+			cfg, err := LoadFile(configFile, agentCluster)
+			if err != nil {
+				return nil, err
+			}
+			a.Add(cfg)
+		}
+		return a, nil
+	}
 }
 
 // New creates a scorer and registers its metrics with reg.
@@ -33,6 +64,7 @@ func New(cluster string, log *slog.Logger, reg prometheus.Registerer) *Scorer {
 	s := &Scorer{
 		Cluster: cluster,
 		Log:     log,
+		series:  map[[2]string]bool{},
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scoreflow_latency_run_seconds",
 			Help:    "Latency of successful runs (request start to first response byte, fresh connection), by cluster and score name.",
@@ -56,7 +88,34 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	if err := cfg.Resolve(s.Cluster); err != nil {
 		return nil, scorer.BadConfig("PingSource data: %v", err)
 	}
+	// What the scorer contacts is its deployment's choice: a ping only picks among it.
+	allowed := Allowlist{}
+	if s.Allowed != nil {
+		var err error
+		if allowed, err = s.Allowed(); err != nil {
+			s.Log.Error("reading the targets this scorer may measure", "err", err)
+			return nil, scorer.Fail(contract.ReasonBadConfig, true, fmt.Errorf("this scorer's deployment: %w", err))
+		}
+	}
+	if err := allowed.Check(cfg); err != nil {
+		return nil, scorer.BadConfig("PingSource data: %v", err)
+	}
 	return s.Evaluate(ctx, cfg)
+}
+
+// labels returns the metric labels of (cluster, name): their own while under MaxSeries pairs.
+func (s *Scorer) labels(cluster, name string) (string, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{cluster, name}
+	if s.series[k] {
+		return cluster, name
+	}
+	if len(s.series) >= MaxSeries {
+		return "_other", "_other"
+	}
+	s.series[k] = true
+	return cluster, name
 }
 
 // Evaluate measures every entry of a validated, resolved configuration and scores the ones with
@@ -115,8 +174,9 @@ func (s *Scorer) Evaluate(ctx context.Context, cfg Config) (*scorer.Result, erro
 // record logs and counts one entry's outcome.
 func (s *Scorer) record(m Measurement) {
 	t := m.Target
+	cluster, name := s.labels(t.Cluster, t.Name)
 	for _, r := range m.Runs {
-		s.seconds.WithLabelValues(t.Cluster, t.Name).Observe(r.Total.Seconds())
+		s.seconds.WithLabelValues(cluster, name).Observe(r.Total.Seconds())
 	}
 	for _, err := range m.Errors {
 		phase := "canceled"
@@ -124,7 +184,7 @@ func (s *Scorer) record(m Measurement) {
 		if errors.As(err, &re) {
 			phase = re.Phase
 		}
-		s.failures.WithLabelValues(t.Cluster, t.Name, phase).Inc()
+		s.failures.WithLabelValues(cluster, name, phase).Inc()
 	}
 	attrs := []any{"cluster", t.Cluster, "name", t.Name, "url", redact(t.URL), "runs", t.Runs, "succeeded", len(m.Runs)}
 	if m.OK {

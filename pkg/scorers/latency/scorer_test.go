@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +24,37 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
-// scorerServer serves the latency scorer's real HTTP surface (hub mode) and returns its URL and
-// the buffer its logs go to.
-func scorerServer(t *testing.T) (string, *bytes.Buffer) {
+// scorerServer serves the latency scorer's real HTTP surface (hub mode) deployed with
+// targetsFile and returns its URL and the buffer its logs go to.
+func scorerServer(t *testing.T, targetsFile string) (string, *bytes.Buffer) {
 	t.Helper()
 	fn := function.New("latency-scorer", "test")
 	logs := &bytes.Buffer{}
 	s := New("", slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), fn.Registry)
+	s.Allowed = DeploymentTargets(targetsFile, "", "")
 	return functest.Serve(t, fn, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping})), logs
+}
+
+// targetsFile writes a targets file allowing each URL for its cluster ("" none) and returns its path.
+func targetsFile(t *testing.T, path string, urlCluster ...string) string {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "targets.yaml")
+	}
+	yml := "targets:\n"
+	if len(urlCluster) == 0 {
+		yml = "targets: []\n"
+	}
+	for i := 0; i < len(urlCluster); i += 2 {
+		yml += fmt.Sprintf("- url: %q\n", urlCluster[i])
+		if urlCluster[i+1] != "" {
+			yml += fmt.Sprintf("  cluster: %s\n", urlCluster[i+1])
+		}
+	}
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // ping posts a PingSource event with data to url and returns the HTTP status and the reply event.
@@ -65,13 +90,15 @@ func scores(t *testing.T, e *event.Event) map[string]float64 {
 }
 
 func TestPingHubMode(t *testing.T) {
-	url, logs := scorerServer(t)
 	fast := newServer(t, 0, http.StatusOK, false)
 	mid := newServer(t, 150*time.Millisecond, http.StatusOK, false)
 	slow := newServer(t, 300*time.Millisecond, http.StatusOK, false)
 	linear := newServer(t, 200*time.Millisecond, http.StatusOK, false)
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
+	withPassword := "http://user:hunter2@" + strings.TrimPrefix(closed.URL, "http://")
+	url, logs := scorerServer(t, targetsFile(t, "", fast.URL, "fast", mid.URL, "mid", slow.URL, "slow", closed.URL+"/?token=s3cret", "gone",
+		linear.URL, "c1", closed.URL, "c1", withPassword, "c2"))
 
 	entry := func(name, cluster, u string) string {
 		return fmt.Sprintf(`{"name":%q,"cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"10ms","timeout":"2s"}`, name, cluster, u)
@@ -119,7 +146,7 @@ func TestPingHubMode(t *testing.T) {
 	})
 
 	t.Run("every target failing is a retriable failure naming each", func(t *testing.T) {
-		data := `{"resource":"latency","latencies":[` + entry("a", "c1", closed.URL) + `,` + entry("b", "c2", "http://user:hunter2@"+strings.TrimPrefix(closed.URL, "http://")) + `]}`
+		data := `{"resource":"latency","latencies":[` + entry("a", "c1", closed.URL) + `,` + entry("b", "c2", withPassword) + `]}`
 		status, reply := ping(t, url, data)
 		if status != http.StatusServiceUnavailable || reply == nil {
 			t.Fatalf("status %d reply %v, want 503 with score.failed", status, reply)
@@ -181,5 +208,121 @@ func TestScoresAreGroupedPerCluster(t *testing.T) {
 	}
 	if time.Since(res.Observed) > time.Second || res.Observed.After(time.Now()) {
 		t.Errorf("observed %s, want just now", res.Observed)
+	}
+}
+
+// A ping chooses among the targets the scorer's deployment lists (exact URLs, each scoring its
+// cluster) and tunes runs and timeouts; anything else is refused 400 BadConfig before any target,
+// listed or not, is contacted. The list is read on every ping: an edit applies to the next one.
+func TestPingMeasuresOnlyAllowedTargets(t *testing.T) {
+	allowed := newServer(t, 0, http.StatusOK, false)
+	unlisted := newServer(t, 0, http.StatusOK, false)
+	file := targetsFile(t, "", allowed.URL, "c1")
+	url, logs := scorerServer(t, file)
+	entry := func(cluster, u string) string {
+		return fmt.Sprintf(`{"name":"ingress","cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"10ms","timeout":"2s"}`, cluster, u)
+	}
+	config := func(entries ...string) string {
+		return `{"resource":"latency","latencies":[` + strings.Join(entries, ",") + `]}`
+	}
+	for _, tt := range []struct{ name, data, want string }{
+		{"a URL not on the list", config(entry("c1", unlisted.URL)), "not a target this scorer's deployment allows"},
+		{"a listed URL for another cluster", config(entry("c2", allowed.URL)), `has ` + allowed.URL + ` score cluster "c1"`},
+		{"a listed URL, not exactly", config(entry("c1", allowed.URL+"/")), "not a target"},
+		{"a listed URL beside an unlisted one", `{"resource":"latency","latencies":[` + entry("c1", allowed.URL) + `,{"name":"other","cluster":"c1","url":"` + unlisted.URL + `"}]}`, "latencies[1].url"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := ping(t, url, tt.data)
+			if status != http.StatusBadRequest || reply == nil {
+				t.Fatalf("status %d reply %v, want 400 with score.failed", status, reply)
+			}
+			f, err := contract.DecodeFailure(reply)
+			if err != nil || f.Reason != contract.ReasonBadConfig || f.Retriable || !strings.Contains(f.Message, tt.want) {
+				t.Errorf("failure = %+v, %v; want BadConfig mentioning %q", f, err, tt.want)
+			}
+		})
+	}
+	if a, u := allowed.conns.Load(), unlisted.conns.Load(); a != 0 || u != 0 {
+		t.Fatalf("refused pings opened %d connections to the listed target and %d to the unlisted one, want none", a, u)
+	}
+
+	status, reply := ping(t, url, config(entry("c1", allowed.URL)))
+	if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
+		t.Fatalf("a listed target: status %d reply %v; logs:\n%s", status, reply, logs)
+	}
+	if n := allowed.conns.Load(); n != 2 {
+		t.Errorf("the listed target got %d connections, want 2 (runs: 2)", n)
+	}
+
+	// The administrator lists the other target: the next ping may measure it.
+	targetsFile(t, file, allowed.URL, "c1", unlisted.URL, "c2")
+	if status, reply := ping(t, url, config(entry("c2", unlisted.URL))); status != http.StatusOK {
+		t.Errorf("after the list names it: status %d reply %v", status, reply)
+	}
+	if n := unlisted.conns.Load(); n != 2 {
+		t.Errorf("the newly listed target got %d connections, want 2", n)
+	}
+
+	// A deployment without a list measures nothing.
+	bare, _ := scorerServer(t, "")
+	if status, _ := ping(t, bare, config(entry("c1", allowed.URL))); status != http.StatusBadRequest {
+		t.Errorf("no targets file: status %d, want 400", status)
+	}
+	if n := allowed.conns.Load(); n != 2 {
+		t.Errorf("a scorer without a targets file contacted a target (%d connections)", n)
+	}
+}
+
+// In agent mode the agent's own configuration file (mounted by its deployment) names what a ping
+// may measure, besides --targets-file.
+func TestAgentPingMeasuresOnlyItsConfiguredTargets(t *testing.T) {
+	configured := newServer(t, 0, http.StatusOK, false)
+	other := newServer(t, 0, http.StatusOK, false)
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte("resource: latency\nlatencies:\n- {name: hub-api, url: '"+configured.URL+"', runs: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := function.New("latency-scorer", "test")
+	s := New("east-1", slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), fn.Registry)
+	s.Allowed = DeploymentTargets("", cfgFile, "east-1")
+	url := functest.Serve(t, fn, scorer.Handler(fn.Source(), scorer.Route{contract.TypePing: s.Ping}))
+
+	if status, reply := ping(t, url, `{"resource":"latency","latencies":[{"name":"x","url":"`+other.URL+`","runs":1}]}`); status != http.StatusBadRequest {
+		t.Errorf("a URL outside the agent's configuration: status %d reply %v, want 400", status, reply)
+	}
+	if n := other.conns.Load(); n != 0 {
+		t.Errorf("the unlisted target got %d connections", n)
+	}
+	if status, reply := ping(t, url, `{"resource":"latency","latencies":[{"name":"x","url":"`+configured.URL+`","runs":1}]}`); status != http.StatusOK {
+		t.Errorf("the agent's own target: status %d reply %v, want 200", status, reply)
+	}
+}
+
+// Entries name the metrics' (cluster, name) labels; however many a sender invents, the series stay
+// bounded.
+func TestMetricLabelsAreBounded(t *testing.T) {
+	target := newServer(t, 0, http.StatusOK, false)
+	reg := prometheus.NewRegistry()
+	s := New("", slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), reg)
+	for round := 0; round < 2*MaxSeries/MaxEntries; round++ {
+		cfg := Config{Resource: "latency"}
+		for i := 0; i < MaxEntries; i++ {
+			cfg.Latencies = append(cfg.Latencies, Target{Name: fmt.Sprintf("n%d-%d", round, i), Cluster: fmt.Sprintf("c%d", i), URL: target.URL, Runs: 1})
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Evaluate(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "scoreflow_latency_run_seconds" && len(f.GetMetric()) > MaxSeries+1 {
+			t.Errorf("%s has %d series after %d distinct (cluster, name) pairs, want at most %d", f.GetName(), len(f.GetMetric()), 2*MaxSeries, MaxSeries+1)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
@@ -32,11 +30,11 @@ func cs(cluster string, kv ...any) contract.ClusterScores {
 }
 
 func in(cluster string, v float64, kv ...string) Input {
-	l := map[string]string{"cluster": cluster}
+	m := model.Metric{"cluster": model.LabelValue(cluster)}
 	for i := 0; i < len(kv); i += 2 {
-		l[kv[i]] = kv[i+1]
+		m[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
 	}
-	return Input{Labels: l, Value: v}
+	return Input{Metric: m, Value: v}
 }
 
 func TestScore(t *testing.T) {
@@ -84,7 +82,7 @@ func TestScore(t *testing.T) {
 		{
 			name:    "no value, no score; bad clusters dropped",
 			out:     Output{ScoreName: "s", Normalize: scoring.Normalization{Method: scoring.MethodNone}},
-			in:      []Input{in("a", math.NaN()), in("b", math.Inf(1)), in("Bad_Name", 1), in("kube-system", 1), {Labels: map[string]string{}, Value: 1}, in("c", 7)},
+			in:      []Input{in("a", math.NaN()), in("b", math.Inf(1)), in("Bad_Name", 1), in("kube-system", 1), {Metric: model.Metric{}, Value: 1}, in("c", 7)},
 			want:    []contract.ClusterScores{cs("c", "s", 7)},
 			dropped: 3,
 		},
@@ -230,38 +228,6 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestPickedInputsScoreAsTheSeries: an instant result read with only the labels an output reads
-// (QueryLabels) scores as the whole series do: the same items and the same errors, for names with
-// and without placeholders, series without the cluster label or a named label among them.
-func TestPickedInputsScoreAsTheSeries(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for range 500 {
-		var v model.Vector
-		for range 1 + r.IntN(30) {
-			m := model.Metric{"job": "x"}
-			for _, l := range []model.LabelName{"cluster", "app", "device"} {
-				if r.IntN(12) > 0 {
-					m[l] = model.LabelValue(fmt.Sprintf("%s%d", l[:1], r.IntN(20)))
-				}
-			}
-			v = append(v, &model.Sample{Metric: m, Value: model.SampleValue(r.IntN(100))})
-		}
-		for _, name := range []scoring.NameFormat{"load", "${app}", "${app};${device}", "${cluster}-${app}-${cluster}"} {
-			out := Output{Resource: "r", ScoreName: name, Normalize: scoring.Normalization{Method: scoring.MethodNone}}
-			whole := make([]Input, len(v))
-			for i, s := range v {
-				whole[i] = Input{Metric: s.Metric, Value: float64(s.Value)}
-			}
-			want, wantErr := out.Score("cluster", whole)
-			names := out.labels("cluster")
-			got, gotErr := out.Score("cluster", FromPicked(prom.Pick(v, names...), names))
-			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s over %v:\npicked %+v, %v\nwhole  %+v, %v", name, v, got, gotErr, want, wantErr)
-			}
-		}
-	}
-}
-
 func vectorN(n int) model.Vector {
 	v := make(model.Vector, n)
 	for i := range v {
@@ -277,12 +243,11 @@ func BenchmarkScore10000(b *testing.B) { benchScore(b, 10000) }
 
 func benchScore(b *testing.B, n int) {
 	out := Output{Resource: "r", ScoreName: "load", Normalize: scoring.Normalization{Method: scoring.MethodMinMax}}
-	names := out.labels("cluster")
-	v := prom.Pick(vectorN(n), names...) // as QueryLabels returns it
+	v := vectorN(n)
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
-		sc, err := out.Score("cluster", FromPicked(v, names))
+		sc, err := out.Score("cluster", FromVector(v))
 		if err != nil || len(sc.Items) != n {
 			b.Fatal(err, len(sc.Items))
 		}

@@ -5,62 +5,32 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
-// Input is one series reduced to one value. Its labels are Picked, the values of the labels
-// Names as QueryLabels returns them (an instant query reads only those), or Metric, a query
-// result's series used as it is (copying the labels of every series of a fleet costs as much as
-// scoring it), else Labels.
+// Input is one series reduced to one value.
 type Input struct {
-	Names  []string
-	Picked []model.LabelValue
-	Labels map[string]string
 	Metric model.Metric
 	Value  float64
 }
 
 // Label is the value of the series' label k, and whether it has one.
 func (in *Input) Label(k string) (string, bool) {
-	switch {
-	case in.Names != nil:
-		if i := slices.Index(in.Names, k); i >= 0 && in.Picked[i] != "" {
-			return string(in.Picked[i]), true
-		}
-		return "", false
-	case in.Metric != nil:
-		v, ok := in.Metric[model.LabelName(k)]
-		return string(v), ok
-	}
-	v, ok := in.Labels[k]
-	return v, ok
+	v, ok := in.Metric[model.LabelName(k)]
+	return string(v), ok
 }
 
-// FromPicked takes an instant query's result read by QueryLabels with names.
-func FromPicked(v []prom.Picked, names []string) []Input {
+// FromVector takes an instant query's result.
+func FromVector(v model.Vector) []Input {
 	in := make([]Input, len(v))
 	for i, s := range v {
-		in[i] = Input{Names: names, Picked: s.Labels, Value: float64(s.Value)}
+		in[i] = Input{Metric: s.Metric, Value: float64(s.Value)}
 	}
 	return in
-}
-
-// labels are the labels an output reads of a series: the cluster label, then those its score
-// name refers to.
-func (o *Output) labels(clusterLabel string) []string {
-	names := []string{clusterLabel}
-	for _, n := range o.ScoreName.Labels() {
-		if n != clusterLabel {
-			names = append(names, n)
-		}
-	}
-	return names
 }
 
 // FromMatrix reduces each series of a range query's result with an aggregation. A series with
@@ -92,13 +62,8 @@ type Scored struct {
 // infinite values (an empty aggregation, x/0) score nothing. Two series that name the same score of
 // the same cluster are an error: the query must aggregate them.
 func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
-	// A format without placeholders names every series alike: skip filling it per series.
-	static := !strings.Contains(string(o.ScoreName), "${")
-	if static {
-		return o.scoreOneName(clusterLabel, in)
-	}
 	var out Scored
-	byName := map[string]map[string]float64{}
+	byName := map[string]map[string]float64{} // score name -> cluster -> value
 	for i := range in {
 		s := &in[i]
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
@@ -109,10 +74,7 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 			out.Dropped++
 			continue
 		}
-		name, err := string(o.ScoreName), error(nil)
-		if !static {
-			name, err = o.ScoreName.NameFrom(s.Label)
-		}
+		name, err := o.ScoreName.NameFrom(s.Label)
 		if err != nil {
 			out.Dropped++
 			if out.NameErr == nil {
@@ -120,28 +82,13 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 			}
 			continue
 		}
-		vals := byName[name]
-		if vals == nil {
-			vals = make(map[string]float64, len(in))
-			byName[name] = vals
+		if byName[name] == nil {
+			byName[name] = map[string]float64{}
 		}
-		if _, dup := vals[cluster]; dup {
+		if _, dup := byName[name][cluster]; dup {
 			return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", cluster, name, clusterLabel, string(o.ScoreName))
 		}
-		vals[cluster] = s.Value
-	}
-	if len(byName) == 1 {
-		// One score name: each cluster has one score, so items come straight from the
-		// normalised values, without gathering scores per cluster first.
-		for name, vals := range byName {
-			scored := o.Normalize.Apply(vals)
-			out.Items = make([]contract.ClusterScores, 0, len(scored))
-			for cluster, v := range scored {
-				out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: []contract.Score{{Name: name, Value: float64(v)}}})
-			}
-		}
-		slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
-		return out, nil
+		byName[name][cluster] = s.Value
 	}
 	perCluster := map[string][]contract.Score{}
 	for name, vals := range byName {
@@ -161,60 +108,6 @@ func (o *Output) Score(clusterLabel string, in []Input) (Scored, error) {
 	if len(out.Items) == 0 && out.NameErr != nil {
 		// Every series failed to be named: the configuration does not fit the query.
 		return Scored{}, fmt.Errorf("scoreName: no series could be named: %w", out.NameErr)
-	}
-	return out, nil
-}
-
-// scoreOneName is Score for a score name without placeholders (the usual case): one score per
-// cluster, so the series are sorted by cluster and scored in place, with no map keyed by
-// cluster. Results and errors are Score's: among clusters given twice, the one reported is the
-// one whose second series comes first, as Score's single pass finds it.
-func (o *Output) scoreOneName(clusterLabel string, in []Input) (Scored, error) {
-	var out Scored
-	name := string(o.ScoreName)
-	type series struct {
-		cluster string
-		value   float64
-		at      int // position in the input
-	}
-	ss := make([]series, 0, len(in))
-	for i := range in {
-		s := &in[i]
-		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-			continue
-		}
-		cluster, _ := s.Label(clusterLabel)
-		if contract.ValidateClusterName(cluster) != nil {
-			out.Dropped++
-			continue
-		}
-		ss = append(ss, series{cluster, s.Value, i})
-	}
-	if !slices.IsSortedFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) }) {
-		slices.SortStableFunc(ss, func(a, b series) int { return strings.Compare(a.cluster, b.cluster) })
-	}
-	dup := -1
-	for k := 1; k < len(ss); k++ {
-		if ss[k].cluster == ss[k-1].cluster && (dup < 0 || ss[k].at < ss[dup].at) {
-			dup = k
-		}
-	}
-	if dup >= 0 {
-		return Scored{}, fmt.Errorf("two series give cluster %q the score %q: aggregate the query by %s and the labels scoreName %q uses", ss[dup].cluster, name, clusterLabel, string(o.ScoreName))
-	}
-	values := make([]float64, len(ss))
-	for k := range ss {
-		values[k] = ss[k].value
-	}
-	scores, ok := make([]int32, len(ss)), make([]bool, len(ss))
-	o.Normalize.ApplyTo(values, scores, ok)
-	out.Items = make([]contract.ClusterScores, 0, len(ss))
-	one := make([]contract.Score, len(ss)) // every item's single score, in one allocation
-	for k := range ss {
-		if ok[k] {
-			one[k] = contract.Score{Name: name, Value: float64(scores[k])}
-			out.Items = append(out.Items, contract.ClusterScores{Cluster: ss[k].cluster, Scores: one[k : k+1 : k+1]})
-		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
@@ -57,12 +58,11 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 // be refreshed by the pings in between.
 func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []Input, observed time.Time, err error) {
 	if !c.IsRange() {
-		names := c.labels(c.ClusterLabel)
-		v, err := q.QueryLabels(ctx, c.Query, now, names...)
+		v, err := q.Query(ctx, c.Query, now)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		return FromPicked(v, names), now, nil
+		return FromVector(v), now, nil
 	}
 	step := time.Duration(c.Step)
 	start, end := prom.AlignedRange(now, time.Duration(c.Range), step)
@@ -97,12 +97,13 @@ func (s *Scorer) Metrics(_ context.Context, e event.Event) (*scorer.Result, erro
 		for i, smp := range ss {
 			vals[i] = smp.Value
 		}
-		labels := make(map[string]string, len(ss[0].Labels)+1)
+		metric := model.Metric{DefaultClusterLabel: model.LabelValue(ss[0].Cluster)}
 		for k, v := range ss[0].Labels {
-			labels[k] = v
+			if k != DefaultClusterLabel {
+				metric[model.LabelName(k)] = model.LabelValue(v)
+			}
 		}
-		labels[DefaultClusterLabel] = ss[0].Cluster
-		in = append(in, Input{Labels: labels, Value: scoring.Aggregate(cfg.Aggregation, vals)})
+		in = append(in, Input{Metric: metric, Value: scoring.Aggregate(cfg.Aggregation, vals)})
 		if last := ss[len(ss)-1].ObservedAt; observed.IsZero() || last.Before(observed) {
 			observed = last
 		}

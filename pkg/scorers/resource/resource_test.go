@@ -14,7 +14,6 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
@@ -201,14 +200,14 @@ func TestQueries(t *testing.T) {
 	}
 }
 
-func TestAddPicked(t *testing.T) {
+func TestAddVector(t *testing.T) {
 	c := NewCollector(cfgWith(func(c *Config) { c.Scores = []string{"cpuAvailableRatio"} }))
-	c.AddPicked(prom.Pick(model.Vector{
+	c.AddVector(model.Vector{
 		{Metric: model.Metric{"cluster": "c1", "resource": "cpu"}, Value: 10},
 		{Metric: model.Metric{"resource": "cpu"}, Value: 10}, // no cluster label
 		{Metric: model.Metric{"cluster": "Bad_Name", "resource": "cpu"}, Value: 10},
-	}, c.Labels()...), true)
-	c.AddPicked(prom.Pick(model.Vector{{Metric: model.Metric{"cluster": "c1", "resource": "cpu"}, Value: 4}}, c.Labels()...), false)
+	}, true)
+	c.AddVector(model.Vector{{Metric: model.Metric{"cluster": "c1", "resource": "cpu"}, Value: 4}}, false)
 	// 100 * (10-4)/10 = 60
 	want := []contract.ClusterScores{{Cluster: "c1", Scores: []contract.Score{{Name: "cpuAvailableRatio", Value: 60}}}}
 	if got := c.Scores(); !reflect.DeepEqual(got, want) || c.Dropped != 2 {
@@ -339,14 +338,12 @@ func benchScore(b *testing.B, n int) {
 			req = append(req, &model.Sample{Metric: model.Metric{"cluster": cl, "resource": model.LabelValue(r)}, Value: model.SampleValue(i % 50)})
 		}
 	}
-	labels := NewCollector(cfg).Labels()
-	pickedAlloc, pickedReq := prom.Pick(alloc, labels...), prom.Pick(req, labels...)
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
 		c := NewCollector(cfg)
-		c.AddPicked(pickedAlloc, true)
-		c.AddPicked(pickedReq, false)
+		c.AddVector(alloc, true)
+		c.AddVector(req, false)
 		if items := c.Scores(); len(items) != n {
 			b.Fatalf("%d items", len(items))
 		}

@@ -5,8 +5,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scoring"
 )
 
@@ -111,12 +112,9 @@ const (
 
 // Collector gathers per-cluster usage for one configuration.
 type Collector struct {
-	cfg   *Config
-	kinds []ksmKind // kube-state-metrics resource label values and their kinds (at most 3)
-	// last is the Usage of the cluster named lastName: a query's series of one cluster come
-	// together, so most values skip the map lookup.
-	last     *Usage
-	lastName string
+	cfg *Config
+	// kinds maps kube-state-metrics resource label values to the kinds they count for.
+	kinds map[string]Kind
 	// Usage by cluster.
 	Usage map[string]*Usage
 	// Dropped counts values whose cluster label was missing or not a valid cluster name.
@@ -132,42 +130,20 @@ type Collector struct {
 // NewCollector starts an empty collection for cfg (validated).
 func NewCollector(cfg *Config) *Collector {
 	kinds, _ := cfg.needs()
-	c := &Collector{cfg: cfg, Usage: map[string]*Usage{}}
+	c := &Collector{cfg: cfg, kinds: map[string]Kind{}, Usage: map[string]*Usage{}}
 	for _, k := range kinds {
-		// As a map from resource to kind would: a resource named twice takes the later kind.
-		if i := slices.IndexFunc(c.kinds, func(m ksmKind) bool { return m.resource == cfg.ksmResource(k) }); i >= 0 {
-			c.kinds[i].kind = k
-		} else {
-			c.kinds = append(c.kinds, ksmKind{cfg.ksmResource(k), k})
-		}
+		c.kinds[cfg.ksmResource(k)] = k
 	}
 	return c
 }
 
-type ksmKind struct {
-	resource string
-	kind     Kind
-}
-
-func (c *Collector) kind(resource string) (Kind, bool) {
-	for _, m := range c.kinds {
-		if m.resource == resource {
-			return m.kind, true
-		}
-	}
-	return "", false
-}
-
 // Add records one value: a sum over a cluster's nodes (allocatable) or pods (requested).
 func (c *Collector) Add(cluster, resource string, isAllocatable bool, v float64) {
-	k, ok := c.kind(resource)
+	k, ok := c.kinds[resource]
 	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 		return
 	}
-	u := c.last
-	if u == nil || c.lastName != cluster {
-		u = c.Usage[cluster]
-	}
+	u := c.Usage[cluster]
 	if u == nil {
 		if contract.ValidateClusterName(cluster) != nil {
 			c.Dropped++
@@ -176,30 +152,20 @@ func (c *Collector) Add(cluster, resource string, isAllocatable bool, v float64)
 		u = &Usage{}
 		c.Usage[cluster] = u
 	}
-	c.last, c.lastName = u, cluster
 	u.add(k, isAllocatable, v)
 }
 
-// AddPicked records a query result summed by cluster label and resource, each series' labels
-// picked as Labels (the cluster label's value, then resource's): see Labels.
-func (c *Collector) AddPicked(v []prom.Picked, isAllocatable bool) {
-	if len(c.Usage) == 0 && len(c.kinds) > 0 {
-		// One series per cluster and kind: grow the map once, not every few thousand clusters.
-		c.Usage = make(map[string]*Usage, len(v)/len(c.kinds))
-	}
+// AddVector records a query result summed by cluster label and resource.
+func (c *Collector) AddVector(v model.Vector, isAllocatable bool) {
 	for _, s := range v {
-		cluster := s.Labels[0]
+		cluster := s.Metric[model.LabelName(c.cfg.ClusterLabel)]
 		if cluster == "" {
 			c.Dropped++
 			continue
 		}
-		c.Add(string(cluster), string(s.Labels[1]), isAllocatable, float64(s.Value))
+		c.Add(string(cluster), string(s.Metric["resource"]), isAllocatable, float64(s.Value))
 	}
 }
-
-// Labels are the labels AddPicked reads, to pick from a query's series
-// (prom.Querier.QueryLabels): the cluster label, then resource.
-func (c *Collector) Labels() []string { return []string{c.cfg.ClusterLabel, "resource"} }
 
 // Scores turns the usage into one item per cluster that has at least one score, sorted by cluster.
 // A resource without an allocatable series scores nothing (a cluster without GPUs gets no GPU
@@ -211,22 +177,17 @@ func (c *Collector) Scores() []contract.ClusterScores {
 		clusters = append(clusters, name)
 	}
 	slices.Sort(clusters)
-	defs := make([]def, len(c.cfg.Scores))
-	for i, s := range c.cfg.Scores {
-		defs[i] = catalogue[s]
-	}
 	out := make([]contract.ClusterScores, 0, len(clusters))
-	all := make([]contract.Score, 0, len(clusters)*len(defs)) // every item's scores, in one allocation
 	for _, name := range clusters {
-		u := c.Usage[name]
-		first := len(all)
-		for i, d := range defs {
-			if v, ok := score(c.cfg, d, &u[d.kind.Index()], c.AbsentRequestsAreZero); ok {
-				all = append(all, contract.Score{Name: c.cfg.Scores[i], Value: float64(v)})
+		var scores []contract.Score
+		for _, s := range c.cfg.Scores {
+			d := catalogue[s]
+			if v, ok := score(c.cfg, d, &c.Usage[name][d.kind.Index()], c.AbsentRequestsAreZero); ok {
+				scores = append(scores, contract.Score{Name: s, Value: float64(v)})
 			}
 		}
-		if len(all) > first {
-			out = append(out, contract.ClusterScores{Cluster: name, Scores: all[first:len(all):len(all)]})
+		if len(scores) > 0 {
+			out = append(out, contract.ClusterScores{Cluster: name, Scores: scores})
 		}
 	}
 	return out

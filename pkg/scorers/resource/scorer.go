@@ -61,17 +61,17 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	allocQ, reqQ := cfg.Queries()
 	c := NewCollector(&cfg)
 	c.AbsentRequestsAreZero = true // the requests query covers every cluster
-	alloc, err := s.Prom.QueryLabels(ctx, allocQ, at, c.Labels()...)
+	alloc, err := s.Prom.Query(ctx, allocQ, at)
 	if err != nil {
 		return nil, prom.Fail(err)
 	}
-	c.AddPicked(alloc, true)
+	c.AddVector(alloc, true)
 	if reqQ != "" {
-		req, err := s.Prom.QueryLabels(ctx, reqQ, at, c.Labels()...)
+		req, err := s.Prom.Query(ctx, reqQ, at)
 		if err != nil {
 			return nil, prom.Fail(err)
 		}
-		c.AddPicked(req, false)
+		c.AddVector(req, false)
 	}
 	return s.result(&cfg, c, at), nil
 }

@@ -1,11 +1,11 @@
 package static
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -158,8 +158,8 @@ func (t *Table) ResourceNames() []string {
 }
 
 // Score computes one resource's scores: one item per cluster with a value in its column, one
-// score per app and device, normalised per score name across clusters. No items means no row has
-// a value in the resource's column.
+// score per app and device, normalised per score name across clusters. Items are sorted by
+// cluster, a cluster's scores by name. No items means no row has a value in the resource's column.
 func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 	var res *Resource
 	for i := range t.Resources {
@@ -170,30 +170,8 @@ func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 	if res == nil {
 		return contract.ScoreUpdated{}, fmt.Errorf("resource %q is not in the table (it has %v)", resource, t.ResourceNames())
 	}
-	// One entry per row with a value, named; sorted by cluster and name below, so that items and
-	// their scores come out in order and a name given twice to a cluster sits next to itself,
-	// with no map keyed by cluster.
-	type entry struct {
-		name, cluster string
-		value         float64
-		row           int
-		group         int // the name's index in names
-	}
-	entries := make([]entry, 0, len(t.Rows))
-	var names []string
-	group := map[string]int{}
-	// A name depends only on the row's app and device, and its cluster if the format uses it:
-	// made once per distinct tuple, not per row.
-	type nameKey [3]string
-	type named struct {
-		name string
-		err  error
-	}
-	usesCluster := strings.Contains(string(res.NameFormat), "${cluster}")
-	cache := map[nameKey]named{}
-	var nameErr error
-	for i := range t.Rows {
-		row := &t.Rows[i]
+	byName := map[string]map[string]float64{} // score name -> cluster -> value
+	for i, row := range t.Rows {
 		v := row.Performance
 		if res.Value == ColumnPower {
 			v = row.Power
@@ -201,81 +179,30 @@ func (t *Table) Score(resource string) (contract.ScoreUpdated, error) {
 		if v == nil {
 			continue
 		}
-		k := nameKey{row.App, row.Device}
-		if usesCluster {
-			k[2] = row.Cluster
+		name, err := res.NameFormat.NameFrom(row.label)
+		if err != nil {
+			return contract.ScoreUpdated{}, fmt.Errorf("rows[%d]: %v", i, err)
 		}
-		n, ok := cache[k]
-		if !ok {
-			n.name, n.err = res.NameFormat.NameFrom(row.label)
-			cache[k] = n
+		if byName[name] == nil {
+			byName[name] = map[string]float64{}
 		}
-		if n.err != nil {
-			// Reported unless a row before it gives a cluster a name twice, as a single pass
-			// over the rows would find first.
-			nameErr = fmt.Errorf("rows[%d]: %v", i, n.err)
-			break
+		if _, dup := byName[name][row.Cluster]; dup {
+			return contract.ScoreUpdated{}, fmt.Errorf("rows[%d]: nameFormat %q gives cluster %s the score %q twice", i, res.NameFormat, row.Cluster, name)
 		}
-		g, ok := group[n.name]
-		if !ok {
-			g = len(names)
-			names = append(names, n.name)
-			group[n.name] = g
-		}
-		entries = append(entries, entry{name: n.name, cluster: row.Cluster, value: *v, row: i, group: g})
+		byName[name][row.Cluster] = *v
 	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if c := strings.Compare(a.cluster, b.cluster); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	dup := -1
-	for k := 1; k < len(entries); k++ {
-		if entries[k].cluster == entries[k-1].cluster && entries[k].name == entries[k-1].name && (dup < 0 || entries[k].row < entries[dup].row) {
-			dup = k
+	perCluster := map[string][]contract.Score{}
+	for name, values := range byName {
+		for cluster, s := range res.Normalize.Apply(values) {
+			perCluster[cluster] = append(perCluster[cluster], contract.Score{Name: name, Value: float64(s)})
 		}
 	}
-	if dup >= 0 {
-		e := entries[dup]
-		return contract.ScoreUpdated{}, fmt.Errorf("rows[%d]: nameFormat %q gives cluster %s the score %q twice", e.row, res.NameFormat, e.cluster, e.name)
+	out := contract.ScoreUpdated{Resource: res.Name, Items: make([]contract.ClusterScores, 0, len(perCluster))}
+	for cluster, scores := range perCluster {
+		slices.SortFunc(scores, func(a, b contract.Score) int { return cmp.Compare(a.Name, b.Name) })
+		out.Items = append(out.Items, contract.ClusterScores{Cluster: cluster, Scores: scores})
 	}
-	if nameErr != nil {
-		return contract.ScoreUpdated{}, nameErr
-	}
-	// Normalise per name, across the clusters that have it.
-	at := make([][]int, len(names)) // entry indexes by name
-	for k := range entries {
-		at[entries[k].group] = append(at[entries[k].group], k)
-	}
-	scores := make([]int32, len(entries))
-	ok := make([]bool, len(entries))
-	for _, idx := range at {
-		vals := make([]float64, len(idx))
-		for n, k := range idx {
-			vals[n] = entries[k].value
-		}
-		sc, good := make([]int32, len(idx)), make([]bool, len(idx))
-		res.Normalize.ApplyTo(vals, sc, good)
-		for n, k := range idx {
-			scores[k], ok[k] = sc[n], good[n]
-		}
-	}
-	out := contract.ScoreUpdated{Resource: res.Name, Items: make([]contract.ClusterScores, 0, len(entries)/max(len(names), 1))}
-	all := make([]contract.Score, 0, len(entries)) // every item's scores, in one allocation
-	for k := 0; k < len(entries); {
-		first := len(all)
-		end := k
-		for ; end < len(entries) && entries[end].cluster == entries[k].cluster; end++ {
-			if ok[end] {
-				all = append(all, contract.Score{Name: entries[end].name, Value: float64(scores[end])})
-			}
-		}
-		if len(all) > first {
-			out.Items = append(out.Items, contract.ClusterScores{Cluster: entries[k].cluster, Scores: all[first:len(all):len(all)]})
-		}
-		k = end
-	}
+	slices.SortFunc(out.Items, func(a, b contract.ClusterScores) int { return cmp.Compare(a.Cluster, b.Cluster) })
 	if len(out.Items) == 0 {
 		return out, nil // no row has a value in this column: nothing to score, not zeros
 	}

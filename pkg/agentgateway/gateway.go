@@ -1,0 +1,296 @@
+// Package agentgateway is the hub's door for agents on managed clusters: they never post to the
+// Broker, they post CloudEvents here with a hub ServiceAccount token of their own
+// (system:serviceaccount:<cluster>:<addon>, minted with pkg/hubtoken), and the gateway forwards
+// what their cluster may say to the Broker under its own identity.
+//
+// For every request, before its body is read: the bearer token's claims must be for the gateway's
+// audience, live at most an hour (exp - iat) and name the ServiceAccount of an addon in the
+// gateway's table (its deployment's, LoadTable); then the API server must authenticate the token
+// (TokenReview, its verdict reused for ReviewCacheTTL at most), and the cluster's
+// ManagedClusterAddOn of that addon must exist and not be deleting (an informer: disabling the
+// addon cuts the cluster off at once). Then the event: its type and resource must be the addon's
+// (the table), it must be valid, and every item must name the sender's cluster. It goes to the
+// Broker as a new event with the same id, time and data, source /scoreflow/agents/<addon>/<cluster>
+// and the scoreflowresource extension; nothing else the agent set is forwarded.
+//
+// Refusals: 401 (no or bad token, a token living over an hour), 403 (not an agent of the table,
+// the addon not enabled for that cluster, a type, resource or cluster the sender may not use), 400
+// (not a valid event), each with a score.failed under contract.MaxRefusalBytes, a log line and
+// nothing forwarded. A failed forward answers 503, so the agent sends again.
+package agentgateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
+	addonlisters "open-cluster-management.io/api/client/addon/listers/addon/v1alpha1"
+
+	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/hubtoken"
+)
+
+// MaxEventBytes bounds an agent's request body: one cluster's scores of one resource (at most
+// contract.MaxScoresPerItem scores) fit many times over.
+const MaxEventBytes = 256 << 10
+
+// SourcePrefix begins the source of every event the gateway forwards:
+// /scoreflow/agents/<addon>/<cluster>.
+const SourcePrefix = "/scoreflow/agents/"
+
+// Sender delivers an event to the Broker (function.Sender).
+type Sender interface {
+	Send(ctx context.Context, e event.Event) error
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Table *Table
+	// Audience is the audience agents' tokens must carry (default hubtoken.Audience).
+	Audience string
+	// Source names the gateway in its failure replies.
+	Source string
+}
+
+// Gateway checks agents' events and forwards them.
+type Gateway struct {
+	table    *Table
+	source   string
+	review   *reviewer
+	addons   addonlisters.ManagedClusterAddOnLister
+	synced   func() bool
+	start    func(stop <-chan struct{})
+	sink     Sender
+	log      *slog.Logger
+	refused  *prometheus.CounterVec
+	received *prometheus.CounterVec
+}
+
+// New makes a gateway verifying tokens with kube's TokenReview, watching addons'
+// ManagedClusterAddOns, and forwarding to sink. Start it before serving.
+func New(kube kubernetes.Interface, addons addonclient.Interface, sink Sender, opts Options, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+	if opts.Table == nil {
+		return nil, fmt.Errorf("no agents table")
+	}
+	if err := opts.Table.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Audience == "" {
+		opts.Audience = hubtoken.Audience
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 10*time.Minute, addoninformers.WithTransform(slimAddOn))
+	inf := factory.Addon().V1alpha1().ManagedClusterAddOns()
+	g := &Gateway{table: opts.Table, source: opts.Source, review: newReviewer(kube, opts.Audience),
+		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scoreflow_agent_gateway_refused_total",
+			Help: "Agent requests refused, by reason and HTTP status.",
+		}, []string{"reason", "code"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scoreflow_agent_gateway_events_total",
+			Help: "Events of admitted agents, by addon and result (forwarded, refused, failed: the Broker did not take it).",
+		}, []string{"addon", "result"}),
+	}
+	if reg != nil {
+		if err := reg.Register(g.refused); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(g.received); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// slimAddOn keeps of a ManagedClusterAddOn only what the gateway reads.
+func slimAddOn(obj any) (any, error) {
+	a, ok := obj.(*addonv1alpha1.ManagedClusterAddOn)
+	if !ok {
+		return obj, nil
+	}
+	out := &addonv1alpha1.ManagedClusterAddOn{}
+	out.Name, out.Namespace, out.UID, out.ResourceVersion, out.DeletionTimestamp = a.Name, a.Namespace, a.UID, a.ResourceVersion, a.DeletionTimestamp
+	return out, nil
+}
+
+// Start watches ManagedClusterAddOns until ctx ends.
+func (g *Gateway) Start(ctx context.Context) { g.start(ctx.Done()) }
+
+// Ready is nil once the ManagedClusterAddOn informer has synced: before, every agent would look
+// disabled.
+func (g *Gateway) Ready() error {
+	if !g.synced() {
+		return fmt.Errorf("ManagedClusterAddOn informer has not synced")
+	}
+	return nil
+}
+
+type identityKey struct{}
+
+// IdentityFrom is the agent Authenticate admitted for the request handled under ctx.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// Authenticate admits to next only requests of an enabled agent of the table (see the package
+// documentation), with bodies of at most MaxEventBytes; it reads no body itself.
+func (g *Gateway) Authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ref := g.admit(r)
+		if ref != nil {
+			g.refuse(w, r, id, ref)
+			return
+		}
+		if r.ContentLength > MaxEventBytes {
+			g.refuse(w, r, id, &refusal{http.StatusRequestEntityTooLarge, contract.ReasonNotCloudEvent,
+				fmt.Sprintf("body of %d bytes is over the gateway's limit of %d", r.ContentLength, MaxEventBytes), nil})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBytes)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+func (g *Gateway) admit(r *http.Request) (Identity, *refusal) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if token = strings.TrimSpace(token); !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return Identity{}, &refusal{http.StatusUnauthorized, function.ReasonUnauthenticated, "no bearer token", nil}
+	}
+	id, ref := g.review.check(r.Context(), token, func(addon string) bool { return g.table.agent(addon) != nil })
+	if ref != nil {
+		return id, ref
+	}
+	a, err := g.addons.ManagedClusterAddOns(id.Cluster).Get(id.Addon)
+	switch {
+	case apierrors.IsNotFound(err):
+		return id, &refusal{http.StatusForbidden, function.ReasonNotAllowed, fmt.Sprintf("addon %s is not enabled for cluster %s", id.Addon, id.Cluster), nil}
+	case err != nil:
+		return id, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the addon's state; retry", err}
+	case a.DeletionTimestamp != nil:
+		return id, &refusal{http.StatusForbidden, function.ReasonNotAllowed, fmt.Sprintf("addon %s is being disabled for cluster %s", id.Addon, id.Cluster), nil}
+	}
+	return id, nil
+}
+
+// refuse answers a refused request with a small score.failed, counts and logs it.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id Identity, ref *refusal) {
+	g.refused.WithLabelValues(string(ref.reason), strconv.Itoa(ref.status)).Inc()
+	attrs := []any{"status", ref.status, "reason", ref.reason, "message", ref.message, "cluster", id.Cluster, "addon", id.Addon,
+		"remote", r.RemoteAddr, "ceId", contract.Truncate(r.Header.Get("Ce-Id"), contract.MaxIDLength),
+		"ceSource", contract.Truncate(r.Header.Get("Ce-Source"), contract.MaxSourceLength)}
+	if ref.cause != nil {
+		attrs = append(attrs, "err", ref.cause.Error())
+	}
+	g.log.Warn("agent request refused", attrs...)
+	switch ref.status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	case http.StatusRequestEntityTooLarge:
+		w.Header().Set("Connection", "close")
+	}
+	f, _ := contract.FitRefusal(g.failure(contract.EventRef{}, ref))
+	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&f), ref.status, w); err != nil {
+		g.log.Error("writing refusal", "err", err)
+	}
+}
+
+func (g *Gateway) failure(in contract.EventRef, ref *refusal) event.Event {
+	return contract.NewFailure(g.source, contract.Failure{Input: in, Reason: ref.reason, Message: ref.message,
+		Retriable: ref.status >= http.StatusInternalServerError})
+}
+
+// Handle checks an admitted agent's event (Authenticate put its identity in ctx) and forwards it.
+func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		// Only reachable if Handle is served without Authenticate in front of it.
+		return g.respond(e, id, &refusal{http.StatusUnauthorized, function.ReasonUnauthenticated, "no verified agent", nil})
+	}
+	agent := g.table.agent(id.Addon)
+	if agent == nil || !slices.Contains(agent.Types, e.Type()) {
+		return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
+			fmt.Sprintf("addon %s may not send type %q", id.Addon, contract.Truncate(e.Type(), contract.MaxTypeLength)), nil})
+	}
+	s, err := contract.DecodeScoreUpdated(&e)
+	if err == nil {
+		err = s.Validate()
+	}
+	if err != nil {
+		return g.respond(e, id, &refusal{http.StatusBadRequest, reasonOf(err), contract.Truncate(err.Error(), 300), nil})
+	}
+	if !slices.Contains(agent.Resources, s.Resource) {
+		return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
+			fmt.Sprintf("addon %s may not score resource %q", id.Addon, contract.Truncate(s.Resource, 64)), nil})
+	}
+	for i, it := range s.Items {
+		if it.Cluster != id.Cluster {
+			return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
+				fmt.Sprintf("items[%d] scores cluster %q; the agent of cluster %s scores only its own", i, contract.Truncate(it.Cluster, 64), id.Cluster), nil})
+		}
+	}
+	out := cloudevents.NewEvent()
+	out.SetID(e.ID())
+	out.SetSource(SourcePrefix + id.Addon + "/" + id.Cluster)
+	out.SetType(e.Type())
+	if !e.Time().IsZero() {
+		out.SetTime(e.Time())
+	}
+	out.SetSubject(s.Resource)
+	out.SetExtension(contract.ExtResource, s.Resource)
+	out.SetDataContentType(cloudevents.ApplicationJSON)
+	out.DataEncoded = e.Data()
+	if err := g.sink.Send(ctx, out); err != nil {
+		g.received.WithLabelValues(id.Addon, "failed").Inc()
+		return g.respond(e, id, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "the broker did not take the event; retry", err})
+	}
+	g.received.WithLabelValues(id.Addon, "forwarded").Inc()
+	g.log.Debug("forwarded", "cluster", id.Cluster, "addon", id.Addon, "resource", s.Resource, "id", out.ID())
+	return function.Response{Status: http.StatusAccepted}
+}
+
+// respond answers a refused or failed event, and logs it with who sent it (the receiver logs the
+// status and reason too, without the sender).
+func (g *Gateway) respond(e event.Event, id Identity, ref *refusal) function.Response {
+	if id.Addon != "" && g.table.agent(id.Addon) != nil && ref.status != http.StatusServiceUnavailable {
+		g.received.WithLabelValues(id.Addon, "refused").Inc()
+	}
+	attrs := []any{"status", ref.status, "reason", ref.reason, "message", ref.message, "cluster", id.Cluster, "addon", id.Addon}
+	if ref.cause != nil {
+		attrs = append(attrs, "err", ref.cause.Error())
+	}
+	g.log.Warn("agent event not forwarded", attrs...)
+	f := g.failure(function.Ref(&e), ref)
+	return function.Response{Status: ref.status, Event: &f}
+}
+
+// reasonOf is the reason of a validation error.
+func reasonOf(err error) contract.Reason {
+	var fes contract.FieldErrors
+	if errors.As(err, &fes) {
+		return fes.Reason()
+	}
+	return contract.ReasonInvalidData
+}
