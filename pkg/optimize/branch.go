@@ -7,14 +7,16 @@ import (
 	"slices"
 )
 
-// Branching. A node whose master is fractional splits on one of two kinds of candidate: a
-// cluster's policy (the child that fixes it, "up", and the one that forbids it, "down") or a
-// cluster's count of a group (≤ ⌊x⌋ down, ≥ ⌈x⌉ up). Which one is chosen by reliability
-// branching: each candidate's bound falls in either direction are estimated by pseudocosts (the
-// average fall per unit of fractionality seen when the candidate was branched on before), and a
-// candidate whose pseudocosts rest on fewer than `reliable` observations is evaluated by strong
-// branching (a round of column generation in each child) instead. The score of a split is the
-// product of its two falls, so that both must fall.
+// Branching. A node whose master is fractional splits on a cluster's policy (the child that fixes
+// it, "up", and the one that forbids it, "down") while any policy is fractional, and then on a
+// cluster's count of a group (≤ ⌊x⌋ down, ≥ ⌈x⌉ up): once the policies are whole the rest is an
+// assignment problem, and while they move the counts' falls say little (trying counts alongside
+// policies made the trees of 50 × 5 × 200 four times larger). Which candidate is chosen by
+// reliability branching: each candidate's bound falls in either direction are estimated by
+// pseudocosts (the average fall per unit of fractionality seen when the candidate was branched
+// on before), and a candidate whose pseudocosts rest on fewer than `reliable` observations is
+// evaluated by strong branching (both children's masters solved) instead. The score of a split
+// is the product of its two falls, so that both must fall.
 
 // candidate is a fractional policy or count of a node's master.
 type candidate struct {
@@ -36,13 +38,13 @@ type pseudocosts struct {
 
 // Branching parameters: a candidate with fewer observations than reliable in a direction is
 // evaluated by strong branching, at most maxStrong per node, and no more after lookahead strong
-// evaluations in a row that did not improve the best score. Set on the instances of testdata/ and
-// generated ones of the same shapes (BenchmarkVersusCBC): fewer evaluations leave the trees of
-// instances without twins several times larger.
+// evaluations in a row that did not improve the best score. Set on the instances of testdata/, the
+// GPU-slice benchmarks and generated instances of those shapes (BenchmarkVersusCBC); more
+// evaluations cost more than the nodes they save there.
 const (
-	reliable  = 4
-	maxStrong = 16
-	lookahead = 8
+	reliable  = 2
+	maxStrong = 8
+	lookahead = 4
 )
 
 func newPseudocosts(keys int) *pseudocosts {
@@ -113,7 +115,7 @@ type branchOrigin struct {
 	parent   float64
 }
 
-// candidates are the master's fractional policies and counts.
+// candidates are the master's fractional policies, or if there are none its fractional counts.
 func (s *search) candidates(res *lpResult) []candidate {
 	var cands []candidate
 	for c := range res.xcp {
@@ -122,6 +124,9 @@ func (s *search) candidates(res *lpResult) []candidate {
 				cands = append(cands, candidate{key: c*64 + p, x: x})
 			}
 		}
+	}
+	if len(cands) > 0 {
+		return cands
 	}
 	for i, x := range res.xcg {
 		if frac(x) > 1e-6 && (res.lo == nil || res.lo[i] < res.hi[i]) {
@@ -200,17 +205,16 @@ func (s *search) branch(ctx context.Context, n *bpNode, res *lpResult) ([]*bpNod
 	return kids[:], true
 }
 
-// strongBranch evaluates both children of a split by one round of column generation each (their
-// bounds are valid; a child whose generation converges records its fall). It returns the
-// children with their bounds and bases, the split's score, and cut true when a side has no plan
-// that can beat the incumbent (the children then are the other side alone, or none).
+// strongBranch solves both children of a split and records their falls. It returns the children
+// with their bounds and bases (so that their own solve starts where this one ended), the split's
+// score, and cut true when a side has no plan that can beat the incumbent (the children then are
+// the other side alone, or none).
 func (s *search) strongBranch(ctx context.Context, n *bpNode, res *lpResult, k candidate) ([]*bpNode, float64, bool) {
 	kids := s.children(n, res, k)
 	var live []*bpNode
 	var fall [2]float64
 	for d, ch := range kids {
-		r := s.ms.solveRounds(ctx, ch, s.prunes, 1)
-		s.stalled = s.stalled || r.stalled
+		r := s.solveMaster(ctx, ch)
 		if r.infeas || r.pruned {
 			fall[d] = math.Inf(1)
 			continue
@@ -223,13 +227,7 @@ func (s *search) strongBranch(ctx context.Context, n *bpNode, res *lpResult, k c
 		if r.basis != nil {
 			ch.basis = r.basis
 		}
-		// The fall is estimated from the restricted master's value after one round: that is
-		// what the parent's columns (nearly all the child needs) allow, and generating
-		// columns to convergence at every trial costs several times a node.
 		fall[d] = res.bound - r.bound
-		if !r.converged {
-			fall[d] = res.bound - math.Max(r.z, s.floor)
-		}
 		live = append(live, ch)
 	}
 	return live, splitScore(fall[0], fall[1]), len(live) < 2

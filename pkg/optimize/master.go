@@ -82,7 +82,6 @@ type lpResult struct {
 	artif     bool        // an artificial (or a column the node bars) is still positive
 	xcp       [][]float64 // per cluster and policy, the weight of its patterns
 	xcg       []float64   // [c*ng+g]: per cluster, the group's count over its patterns
-	z         float64     // the restricted master's value at the last round
 	// lo, hi: the node's count bounds tightened by fixCounts (nil: unchanged), fixed how many.
 	lo, hi []int32
 	fixed  int
@@ -103,16 +102,11 @@ type rounds struct {
 // solve runs column generation at node n, starting from the node's basis. prunes tells it when a
 // bound is under the incumbent. n is not changed.
 func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) bool) *lpResult {
-	return ms.solveRounds(ctx, n, prunes, 0)
-}
-
-// solveRounds is solve stopped after at most limit rounds (0: no limit).
-func (ms *master) solveRounds(ctx context.Context, n *bpNode, prunes func(float64) bool, limit int) *lpResult {
 	r := &rounds{ms: ms, n: n, prunes: prunes, bestL: math.Inf(1), sep: make([]float64, ms.gr.n), reduced: make([]float64, ms.m.nc*64),
 		res: &lpResult{bound: n.bound, allowed: slices.Clone(n.allowed)}}
 	ms.bar(r.res.allowed, n)
 	ms.lp.warm(n.basis)
-	for round := 1; !r.done(ctx) && round != limit; round++ {
+	for !r.done(ctx) {
 	}
 	if r.res.infeas || r.res.pruned {
 		return r.res
@@ -201,7 +195,6 @@ func (r *rounds) done(ctx context.Context) bool {
 		return true
 	}
 	z, pi := ms.lp.objective(), ms.lp.y[:ng]
-	res.z = z
 	added := 0
 	if r.center != nil {
 		for g := range r.sep {
