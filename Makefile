@@ -55,6 +55,10 @@ run: tools/run build ## Run the whole flow locally on real Knative Eventing: hub
 browser: ## Install Debian's Chromium if missing (the scores page's test drives it headless; uses sudo unless root).
 	@hack/install-chromium.sh
 
+.PHONY: cbc
+cbc: ## Install COIN-OR CBC if missing (pkg/optimize checks its optima against CBC's and times both; uses sudo unless root).
+	@hack/install-cbc.sh
+
 .PHONY: run-oidc
 run-oidc: tools/run build ## The same with Knative's sender identity on and the oidc variant (config/oidc; scoreflow run --oidc).
 	bin/scoreflow run --oidc $(RUN_ARGS)
@@ -68,12 +72,12 @@ dsf-deps: ## Install Debian's FastAPI, uvicorn, pydantic, Jinja2 and requests if
 	@hack/install-dsf-deps.sh
 
 .PHONY: test
-test: tools browser dsf-deps lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end; with -race where our code shares memory between goroutines) and a short fuzz run.
+test: tools browser dsf-deps cbc lint ## Run every test (unit, integration against a real hub and Prometheus, end-to-end; with -race where our code shares memory between goroutines) and a short fuzz run.
 	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: unit
-unit: ## Run the tests that need no built servers (no `make tools`): a green run in minutes (hack/unit.sh says which).
+unit: browser dsf-deps cbc ## Run the tests that need no built servers (no `make tools`; the Debian packages yes): a green run in minutes (hack/unit.sh says which).
 	@GO=$(GO) hack/unit.sh
 
 .PHONY: fuzz
@@ -81,7 +85,7 @@ fuzz: ## Run each fuzz target for FUZZTIME executions (default 50000x; make fuzz
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PKGS)
 
 .PHONY: bench
-bench: tools ## Run the benchmarks: scoring, solver and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters, the writer's memory at 1,000, 10,000 DSF agents through the agent gateway (about an hour here; docs/benchmarks.md holds one run's figures).
+bench: tools cbc ## Run the benchmarks: scoring, solver (beside CBC on the same instances) and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters, the writer's memory at 1,000, 10,000 DSF agents through the agent gateway (about an hour here; docs/benchmarks.md holds one run's figures).
 	@GO=$(GO) BENCH_TIMEOUT=$(BENCH_TIMEOUT) hack/bench.sh
 
 .PHONY: lint

@@ -26,11 +26,13 @@ func main() {
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config)")
 	namespaces := fn.Flags.String("namespaces", "", "comma-separated namespaces whose policies, workloads and Placements requests may name (required; grant it a Role in each): a request for another is refused 400 Forbidden, nothing read or written")
 	lower := fn.Flags.String("lower-is-better", "", "comma-separated AddOnPlacementScore names whose lower values are better, minimised when a request sets no preference.goal (e.g. raw power readings)")
-	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal")
+	limit := fn.Flags.Duration("time-limit", 10*time.Second, "how long one search may run; then the best plan found is applied and the reply says it is not proven optimal, with its bound")
+	deadline := fn.Flags.Duration("request-deadline", 50*time.Second, "how long one request may take in all (waiting its turn, reading the hub, searching, writing): the search stops early enough to leave the writes a quarter of what is left and four times what reading the hub took, and a request that cannot answer with a plan in time answers 503; keep it below the optimizer Trigger's delivery timeout (60s) so the broker hears the answer (0: none)")
 	claim := fn.Flags.String("compliance-claim", "policy-watcher-claim", "ClusterClaim a workload's cluster must carry before its Placement selects it (empty: no gate)")
 	claimValue := fn.Flags.String("compliance-value", "compliant", "value of --compliance-claim that means the cluster's policies comply")
 	mark := fn.Flags.Bool("mark-compliance", false, "gate workload Placements on a ManagedCluster label this process sets from the root policies' compliance (needs no agent; replaces --compliance-claim)")
 	markEvery := fn.Flags.Duration("mark-interval", 5*time.Second, "how often --mark-compliance re-reads the policies' compliance")
+	qps := fn.Flags.Float64("kube-api-qps", 100, "client-side rate limit of hub requests per second (a request reads and writes a few objects per cluster and one or two per workload, within --request-deadline)")
 
 	fn.Main(func(ctx context.Context) error {
 		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -38,7 +40,11 @@ func main() {
 			return fmt.Errorf("hub config: %w", err)
 		}
 		cfg.UserAgent = "scoreflow-optimizer"
-		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, ComplianceClaim: *claim, ComplianceValue: *claimValue, MarkCompliance: *mark}}
+		cfg.QPS, cfg.Burst = float32(*qps), 2*int(*qps)
+		if *limit < 0 || *deadline < 0 {
+			return fmt.Errorf("--time-limit and --request-deadline must not be negative")
+		}
+		o := &optimizer.Optimizer{Opts: optimizer.Options{TimeLimit: *limit, RequestDeadline: *deadline, ComplianceClaim: *claim, ComplianceValue: *claimValue, MarkCompliance: *mark}}
 		for _, n := range strings.Split(*namespaces, ",") {
 			if n = strings.TrimSpace(n); n == "" {
 				continue

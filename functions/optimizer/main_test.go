@@ -25,9 +25,9 @@ func TestNoKnativeImport(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--lower-is-better  [env LOWER_IS_BETTER]", "--time-limit  [env TIME_LIMIT]",
+	functest.Help(t, "--kubeconfig  [env KUBECONFIG]", "--lower-is-better  [env LOWER_IS_BETTER]", "--time-limit  [env TIME_LIMIT]", "--request-deadline  [env REQUEST_DEADLINE]",
 		"--compliance-claim  [env COMPLIANCE_CLAIM]", "--compliance-value  [env COMPLIANCE_VALUE]", "--mark-compliance  [env MARK_COMPLIANCE]",
-		"--mark-interval  [env MARK_INTERVAL]", "--namespaces  [env NAMESPACES]", "--port  [env PORT]")
+		"--mark-interval  [env MARK_INTERVAL]", "--namespaces  [env NAMESPACES]", "--kube-api-qps", "--port  [env PORT]")
 }
 
 func TestBadKubeconfigIsFatal(t *testing.T) {

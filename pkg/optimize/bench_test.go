@@ -78,7 +78,7 @@ func BenchmarkImprove50x5x200(b *testing.B) {
 	v, _ := m.value(pol, cl)
 	var iv float64
 	for b.Loop() {
-		_, _, iv = m.improve(pol, cl, v)
+		_, _, iv = m.improve(context.Background(), pol, cl, v)
 	}
 	b.ReportMetric(v, "start")
 	b.ReportMetric(iv, "objective")

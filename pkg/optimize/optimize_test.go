@@ -40,8 +40,8 @@ func bruteForce(pr Problem) (float64, bool) {
 			for wi, c := range cl {
 				p := pr.Clusters[c].Policies[pol[c]]
 				wl := pr.Workloads[wi]
-				if wl.Demand > 0 && wl.Kind != p.Kind {
-					return
+				if wl.Kind != p.Kind {
+					return // a workload runs only under a policy of its kind, even for a demand of 0
 				}
 				s, ok := pr.Score(wi, c, pol[c])
 				if !ok {
@@ -98,7 +98,7 @@ func checkPlan(t *testing.T, pr Problem, s *Solution) float64 {
 	for w, c := range s.Cluster {
 		p := pr.Clusters[c].Policies[s.Policy[c]]
 		wl := pr.Workloads[w]
-		if wl.Demand > 0 && wl.Kind != p.Kind {
+		if wl.Kind != p.Kind {
 			t.Fatalf("workload %d (%s) on cluster %d whose policy supplies %s", w, wl.Kind, c, p.Kind)
 		}
 		v, ok := pr.Score(w, c, s.Policy[c])
@@ -228,9 +228,7 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 			t.Fatalf("instance %d (minimize=%v): one node: plan %v, bound %v, optimal %v; optimum %v", i, pr.Minimize, v, root.Bound, root.Optimal, want)
 		}
 		// The tree alone, without the heuristics' plans, finds and proves the optimum too.
-		bareTree = true
-		bare, err := Solve(context.Background(), pr, Options{})
-		bareTree = false
+		bare, err := Solve(context.Background(), pr, Options{noHeuristics: true})
 		if err != nil || !bare.Optimal || checkPlan(t, pr, bare) != want {
 			t.Fatalf("instance %d: without heuristics: %+v, %v; optimum %v", i, bare, err, want)
 		}
@@ -303,6 +301,7 @@ func TestSolveErrors(t *testing.T) {
 		{"together beyond supply", Problem{Clusters: one, Workloads: []Workload{{Name: "a", Kind: "gpu", Demand: 2}, {Name: "b", Kind: "gpu", Demand: 1}}, Score: all}, ErrInfeasible},
 		{"no score", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "gpu", Demand: 1}}, Score: none}, ErrNoOption},
 		{"wrong kind", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "cpu", Demand: 1}}, Score: all}, ErrInfeasible},
+		{"wrong kind, demand 0", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "cpu", Demand: 0}}, Score: all}, ErrInfeasible},
 		{"negative demand", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "gpu", Demand: -1}}, Score: all}, ErrInvalid},
 		{"cluster without policies", Problem{Clusters: []Cluster{{Name: "c"}}, Score: all}, ErrInvalid},
 		{"too fine", Problem{Clusters: []Cluster{{Name: "c", Policies: []Policy{{Name: "p", Kind: "mem", Supply: 1 << 40}}}}, Workloads: []Workload{{Name: "w", Kind: "mem", Demand: 3}}, Score: all}, ErrInvalid},
@@ -313,6 +312,36 @@ func TestSolveErrors(t *testing.T) {
 				t.Errorf("got %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestZeroDemandRunsUnderItsKind: a workload demanding 0 of its kind takes no supply, but it runs
+// only on a cluster whose chosen policy supplies that kind. The idle cpu workload scores 20 on a,
+// which has only a gpu policy, and 10 on b: it must go to b, under b's cpu policy, and the gpu
+// workloads to a (30 in all; 40 if it could run on a).
+func TestZeroDemandRunsUnderItsKind(t *testing.T) {
+	pr := Problem{
+		Clusters: []Cluster{
+			{Name: "a", Policies: []Policy{{Name: "a-gpu", Kind: "gpu", Supply: 2, Device: "g"}}},
+			{Name: "b", Policies: []Policy{{Name: "b-gpu", Kind: "gpu", Supply: 2, Device: "g"}, {Name: "b-cpu", Kind: "cpu", Supply: 4, Device: "c"}}},
+		},
+		Workloads: []Workload{{Name: "idle", App: "x", Kind: "cpu", Demand: 0}, {Name: "g1", App: "y", Kind: "gpu", Demand: 1}, {Name: "g2", App: "y", Kind: "gpu", Demand: 1}},
+		Score: func(w, c, p int) (float64, bool) {
+			if w == 0 && c == 0 {
+				return 20, true
+			}
+			return 10, true
+		},
+	}
+	s, err := Solve(context.Background(), pr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := checkPlan(t, pr, s); v != 30 || s.Cluster[0] != 1 || s.Policy[1] != 1 {
+		t.Errorf("objective %v, idle workload on cluster %d, b's policy %d; want 30, idle on b under b-cpu", v, s.Cluster[0], s.Policy[1])
+	}
+	if want, ok := bruteForce(pr); !ok || want != 30 {
+		t.Errorf("brute force %v (ok %v), want 30", want, ok)
 	}
 }
 
@@ -431,7 +460,7 @@ func TestImproveKeepsPlansFeasible(t *testing.T) {
 		}
 		tried++
 		v, _ := m.value(pol, cl)
-		ip, ic, iv := m.improve(pol, cl, v)
+		ip, ic, iv := m.improve(context.Background(), pol, cl, v)
 		got, ok := m.value(ip, ic)
 		if !ok || math.Abs(got-iv) > 1e-9 || iv < v {
 			t.Fatalf("instance %d: start %v, improved reports %v, plan is worth %v (feasible %v)", i, v, iv, got, ok)
@@ -465,7 +494,7 @@ func TestCyclesFindChains(t *testing.T) {
 		}
 	}
 	pol, cl := []int{0, 0, 0}, []int{0, 1, 2}
-	if v := m.exchange(pol, cl, 0); v != 30 {
+	if v := m.exchange(context.Background(), pol, cl, 0); v != 30 {
 		t.Fatalf("objective %v after exchange, want 30 (plan %v)", v, cl)
 	}
 	if got, ok := m.value(pol, cl); !ok || got != 30 {

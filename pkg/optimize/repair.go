@@ -1,6 +1,7 @@
 package optimize
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sort"
@@ -9,11 +10,11 @@ import (
 // improve is a local search over whole plans, free of any node's constraints: it moves single
 // workloads, and switches a cluster's policy (evicting what no longer fits, re-placing it
 // elsewhere, then pulling in workloads that gain by coming), keeping every change that raises the
-// objective. It returns the improved plan and its value.
-func (m *model) improve(pol, cl []int, v float64) ([]int, []int, float64) {
+// objective, until ctx is done. It returns the improved plan and its value.
+func (m *model) improve(ctx context.Context, pol, cl []int, v float64) ([]int, []int, float64) {
 	pol = append([]int(nil), pol...)
 	cl = append([]int(nil), cl...)
-	for pass := 0; pass < 5; pass++ {
+	for pass := 0; pass < 5 && ctx.Err() == nil; pass++ {
 		better := false
 		for c := 0; c < m.nc; c++ {
 			for p := range m.policies[c] {
@@ -30,7 +31,7 @@ func (m *model) improve(pol, cl []int, v float64) ([]int, []int, float64) {
 				}
 			}
 		}
-		if nv := m.exchange(pol, cl, v); nv > v+1e-9 {
+		if nv := m.exchange(ctx, pol, cl, v); nv > v+1e-9 {
 			v = nv
 			better = true
 		}
@@ -44,15 +45,16 @@ func (m *model) improve(pol, cl []int, v float64) ([]int, []int, float64) {
 // exchange improves a plan in place with the policies kept: it moves single workloads to another
 // cluster and swaps pairs of workloads between clusters, whenever that raises the objective and
 // fits, until no such move is left. Policy switches alone leave plans whose clusters are full of
-// the wrong workloads; swaps fix them. It returns the new objective.
-func (m *model) exchange(pol, cl []int, v float64) float64 {
+// the wrong workloads; swaps fix them. It stops early when ctx is done, and returns the new
+// objective.
+func (m *model) exchange(ctx context.Context, pol, cl []int, v float64) float64 {
 	used := make([]int64, m.nc)
 	for w, c := range cl {
 		used[c] += m.demand[w]
 	}
 	room := func(c int) int64 { return m.policies[c][pol[c]].supply - used[c] }
 	sc := func(w, c int) float64 { return m.score[w][c][pol[c]] }
-	for pass := 0; pass < 50; pass++ {
+	for pass := 0; pass < 50 && ctx.Err() == nil; pass++ {
 		better := false
 		for w := 0; w < m.nw; w++ {
 			c1 := cl[w]
@@ -68,7 +70,7 @@ func (m *model) exchange(pol, cl []int, v float64) float64 {
 				better = true
 			}
 		}
-		for w1 := 0; w1 < m.nw; w1++ {
+		for w1 := 0; w1 < m.nw && ctx.Err() == nil; w1++ {
 			for w2 := w1 + 1; w2 < m.nw; w2++ {
 				c1, c2 := cl[w1], cl[w2]
 				if c1 == c2 {
@@ -90,7 +92,7 @@ func (m *model) exchange(pol, cl []int, v float64) float64 {
 				better = true
 			}
 		}
-		if nv := m.cycles(pol, cl, used, v); nv > v+1e-9 {
+		if nv := m.cycles(ctx, pol, cl, used, v); nv > v+1e-9 {
 			v = nv
 			better = true
 		}
@@ -107,8 +109,8 @@ func (m *model) exchange(pol, cl []int, v float64) float64 {
 // full; for workloads of one demand they are exactly what the transportation problem's optimality
 // needs. Chains are found by Bellman-Ford on a graph of clusters plus one node standing for "room"
 // (edge c→room when c has room for d, room→c always). It updates cl and used and returns the new
-// objective.
-func (m *model) cycles(pol, cl []int, used []int64, v float64) float64 {
+// objective; it stops early when ctx is done.
+func (m *model) cycles(ctx context.Context, pol, cl []int, used []int64, v float64) float64 {
 	// The distinct demands, in order: the chains found (and so the plan) do not depend on map
 	// iteration order.
 	var demands []int64
@@ -123,7 +125,7 @@ func (m *model) cycles(pol, cl []int, used []int64, v float64) float64 {
 	who := make([]int, nn*nn)
 	dist := make([]float64, nn)
 	pred := make([]int, nn)
-	for rounds := 0; rounds < 10*m.nw; rounds++ {
+	for rounds := 0; rounds < 10*m.nw && ctx.Err() == nil; rounds++ {
 		improved := false
 		for _, d := range demands {
 			// gain[a*nn+b]: the best score gained by moving a demand-d workload from a to b.

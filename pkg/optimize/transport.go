@@ -1,6 +1,7 @@
 package optimize
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sort"
@@ -12,8 +13,9 @@ import (
 // workloads (twins) of demand d offers d units per workload, a cluster takes up to its supply, a
 // unit earns the workload's score over d. That problem is solved exactly by a min-cost flow; a
 // group then sends ⌊units/d⌋ whole workloads to each cluster, the few left over go where they fit
-// best, and moves, swaps and ejection chains finish the plan. ok false when something fits nowhere.
-func (m *model) assign(pol []int, n *node) ([]int, bool) {
+// best, and moves, swaps and ejection chains finish the plan (until ctx is done). ok false when
+// something fits nowhere.
+func (m *model) assign(ctx context.Context, pol []int, n *node) ([]int, bool) {
 	cl := make([]int, m.nw)
 	used := make([]int64, m.nc)
 	allowed := func(w, c int) bool {
@@ -137,7 +139,7 @@ func (m *model) assign(pol []int, n *node) ([]int, bool) {
 		if !ok {
 			return nil, false
 		}
-		m.exchange(pol, cl, v)
+		m.exchange(ctx, pol, cl, v)
 	}
 	return cl, true
 }

@@ -1,6 +1,7 @@
 package optimize
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 )
@@ -21,13 +22,13 @@ func BenchmarkAssign50x5x200(b *testing.B) {
 	v, _ := m.value(pol, cl)
 	var av float64
 	for b.Loop() {
-		acl, ok := m.assign(pol, nil)
+		acl, ok := m.assign(context.Background(), pol, nil)
 		if !ok {
 			b.Fatal("assign found no plan")
 		}
 		av, _ = m.value(pol, acl)
 	}
-	_, _, iv := m.improve(pol, cl, v)
+	_, _, iv := m.improve(context.Background(), pol, cl, v)
 	b.ReportMetric(v, "greedy")
 	b.ReportMetric(iv, "improved")
 	b.ReportMetric(av, "assigned")

@@ -1,6 +1,7 @@
 package optimize
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -35,7 +36,7 @@ func TestAssignPlansAreFeasible(t *testing.T) {
 		}
 		tried++
 		v, _ := m.value(pol, cl)
-		acl, ok := m.assign(pol, nil)
+		acl, ok := m.assign(context.Background(), pol, nil)
 		if !ok {
 			missed++
 			t.Logf("instance %d: no plan for policies %v, though %v fits them", i, pol, cl)
@@ -61,7 +62,7 @@ func TestAssignPlansAreFeasible(t *testing.T) {
 				}
 			}
 		}
-		ncl, ok := m.assign(pol, n)
+		ncl, ok := m.assign(context.Background(), pol, n)
 		if !ok {
 			continue // a heuristic may miss under constraints; what it returns must hold
 		}

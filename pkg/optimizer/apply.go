@@ -125,8 +125,10 @@ func (o *Optimizer) Reset(ctx context.Context, r *ResetRequest) (*ResetResult, *
 	if ferr := o.allow(r.Namespace); ferr != nil {
 		return nil, ferr
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if !o.take(ctx) {
+		return nil, errBusy
+	}
+	defer o.give()
 	sel := LabelGenerated + "=true"
 	if r.Plan != "" {
 		sel += "," + LabelPlan + "=" + r.Plan

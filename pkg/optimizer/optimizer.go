@@ -37,8 +37,16 @@ type Options struct {
 	// request sets no goal.
 	LowerIsBetter []string
 	// TimeLimit bounds one search; when it runs out the best plan found is used and the reply says
-	// it is not proven optimal.
+	// it is not proven optimal, with the bound.
 	TimeLimit time.Duration
+	// RequestDeadline bounds a whole request: waiting for the plan before it to be written,
+	// reading the hub, the search and the writes. The search stops at TimeLimit or earlier, so
+	// that the writes keep a quarter of the time the request has left and at least four times
+	// what reading the hub took (they touch about as many objects, and a write takes a few
+	// reads' time); a request that cannot answer with
+	// a plan by its deadline answers 503 Unavailable (retriable). 0: no deadline beyond the
+	// caller's.
+	RequestDeadline time.Duration
 	// ComplianceClaim, when set, gates each workload Placement on a ClusterClaim: the cluster must
 	// claim ComplianceClaim=ComplianceValue (set by a policy watcher once its policies comply).
 	ComplianceClaim string
@@ -60,8 +68,28 @@ type Optimizer struct {
 	Dynamic dynamic.Interface
 	Opts    Options
 
-	mu sync.Mutex // one plan applied at a time: two interleaved would leave both half there
+	// One plan applied at a time: two interleaved would leave both half there. A channel of one
+	// slot rather than a mutex, so that a request waits for its turn only until its deadline.
+	turn     chan struct{}
+	turnOnce sync.Once
 }
+
+// take waits for the optimizer's turn until ctx is done, and reports whether it got it.
+func (o *Optimizer) take(ctx context.Context) bool {
+	o.turnOnce.Do(func() { o.turn = make(chan struct{}, 1) })
+	select {
+	case o.turn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give ends the turn take began.
+func (o *Optimizer) give() { <-o.turn }
+
+// errBusy: the request's deadline passed while another request held the turn.
+var errBusy = &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: "another request was planning or writing until this one's deadline"}
 
 // Error is a failure with its reason and HTTP status.
 type Error struct {
@@ -194,6 +222,25 @@ func (o *Optimizer) gather(ctx context.Context, p *Params) (*inputs, *Error) {
 	return in, nil
 }
 
+// searchLimit is how long the search may run: limit (0: unlimited), but never into what the writes
+// need of the time ctx has left: a quarter of it, and at least reserve. ok is false when no time
+// is left.
+func searchLimit(ctx context.Context, limit, reserve time.Duration) (time.Duration, bool) {
+	dl, has := ctx.Deadline()
+	if !has {
+		return limit, true
+	}
+	left := time.Until(dl)
+	left -= max(left/4, reserve)
+	if left <= 0 {
+		return 0, false
+	}
+	if limit <= 0 || left < limit {
+		limit = left
+	}
+	return limit, true
+}
+
 func amountLabel(l map[string]string, key string) (int64, error) {
 	v, err := strconv.ParseInt(l[key], 10, 64)
 	if err == nil && v < 0 {
@@ -209,18 +256,31 @@ func list(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// Optimize gathers, solves and applies a plan; id names it on the hub.
+// Optimize gathers, solves and applies a plan within the request's deadline; id names it on the
+// hub.
 func (o *Optimizer) Optimize(ctx context.Context, p *Params, id string) (*Plan, *Error) {
 	if ferr := o.allow(p.Namespace); ferr != nil {
 		return nil, ferr
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if o.Opts.RequestDeadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Opts.RequestDeadline)
+		defer cancel()
+	}
+	if !o.take(ctx) {
+		return nil, errBusy
+	}
+	defer o.give()
+	read := time.Now()
 	in, ferr := o.gather(ctx, p)
 	if ferr != nil {
 		return nil, ferr
 	}
-	sol, err := optimize.Solve(ctx, in.problem, optimize.Options{TimeLimit: o.Opts.TimeLimit})
+	limit, ok := searchLimit(ctx, o.Opts.TimeLimit, 4*time.Since(read))
+	if !ok {
+		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: "reading the hub took the request's time: none left to search"}
+	}
+	sol, err := optimize.Solve(ctx, in.problem, optimize.Options{TimeLimit: limit})
 	switch {
 	case errors.Is(err, optimize.ErrNoOption):
 		return nil, fail(422, ReasonMissingScores, "%v", err)
@@ -230,6 +290,8 @@ func (o *Optimizer) Optimize(ctx context.Context, p *Params, id string) (*Plan, 
 		return nil, fail(422, ReasonInvalidObject, "%v", err)
 	case ctx.Err() != nil:
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: "the request ended before a plan was found"}
+	case errors.Is(err, optimize.ErrStopped):
+		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: fmt.Sprintf("no plan found within the search's time limit (%v): %v", limit.Round(time.Millisecond), err)}
 	case err != nil:
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: err.Error()}
 	}
