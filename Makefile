@@ -23,18 +23,18 @@ help: ## Show this help.
 	@echo
 	@echo "Tools cache: $(SCOREFLOW_CACHE) (set SCOREFLOW_CACHE to move it)"
 
-# The servers `scoreflow run` starts (harness/tools.ForRun): `make run` builds only these; `make tools`
+# The servers `scoreflow run` starts (tools.ForRun): `make run` builds only these; `make tools`
 # and `make test` build every one (kube-controller-manager, the addon manager and the governance
 # policy propagator only serve tests).
 RUN_TOOLS := etcd kube-apiserver prometheus placement knative
 
 .PHONY: tools
 tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus (also with its Kubernetes discovery), the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
-	@hack/build-tools.sh
+	@tools/build.sh
 
 .PHONY: tools/run
 tools/run: ## Build only the servers `make run` needs: etcd, kube-apiserver, Prometheus, the placement controller, Knative Eventing.
-	@hack/build-tools.sh $(RUN_TOOLS)
+	@tools/build.sh $(RUN_TOOLS)
 
 .PHONY: build
 build: ## Compile every package and put each function and the CLI in bin/.
@@ -56,7 +56,7 @@ browser: ## Install Debian's Chromium if missing (the scores page's test drives 
 	@hack/install-chromium.sh
 
 .PHONY: cbc
-cbc: ## Install COIN-OR CBC if missing (pkg/optimize checks its optima against CBC's and times both; uses sudo unless root).
+cbc: ## Install COIN-OR CBC if missing (pkg/optimizer/solver checks its optima against CBC's and times both; uses sudo unless root).
 	@hack/install-cbc.sh
 
 .PHONY: run-oidc

@@ -28,8 +28,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -261,8 +260,8 @@ rows:
 	for _, f := range []*function{writer, scorer, deadLetter} {
 		targets = append(targets, fmt.Sprintf("  - job_name: %s\n    static_configs:\n      - targets: [%q]\n", f.name, strings.TrimPrefix(f.url, "http://")))
 	}
-	prom := promtest.StartConfig(t, fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [%q]\nscrape_configs:\n%s", rules, strings.Join(targets, "")))
-	client := promtest.Client(t, prom.URL)
+	prom := promserver.StartConfig(t, fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [%q]\nscrape_configs:\n%s", rules, strings.Join(targets, "")))
+	client := promserver.Client(t, prom.URL)
 
 	nonEmpty := func(expr string) (int, error) {
 		v, err := client.Query(ctx, expr, time.Now())
@@ -394,7 +393,7 @@ func startFunction(t *testing.T, dir, name string, env ...string) *function {
 	if out, err := exec.Command("go", "build", "-o", bin, "../functions/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", name, err, out)
 	}
-	port, err := promlocal.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +402,7 @@ func startFunction(t *testing.T, dir, name string, env ...string) *function {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...)...)
 	cmd.Stdout, cmd.Stderr = out, out
-	promlocal.DieWithParent(cmd)
+	cmd.SysProcAttr = proc.DieWithParent()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,8 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/harness/promserver"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 const podMonitorFile = "podmonitor.yaml"
@@ -299,7 +299,7 @@ func TestPodMonitorScrapesARealFunction(t *testing.T) {
 	scrape := operatorScrapeConfigs(t, pm, sd)
 	// The PodMonitor's interval, 30s, would make the test wait up to that long for a first scrape.
 	scrape = strings.ReplaceAll(scrape, "scrape_interval: "+pm.Spec.PodMetricsEndpoints[0].Interval, "scrape_interval: 1s")
-	prom, err := promlocal.RunTool(tools.PrometheusKubernetesSD, "scrape_configs:\n"+scrape)
+	prom, err := promserver.RunTool(tools.PrometheusKubernetesSD, "scrape_configs:\n"+scrape)
 	if err != nil {
 		t.Fatalf("%v\nthe rendered configuration:\n%s", err, scrape)
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -311,11 +311,11 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, dep *appsv1.
 	}
 
 	// cluster1's Prometheus: two pods using 2.5 and 4.5 cores, no cluster label.
-	prom := promtest.Start(t)
-	now := promtest.Aligned(time.Minute)
-	var series []promtest.Series
+	prom := promserver.Start(t)
+	now := promserver.Aligned(time.Minute)
+	var series []promserver.Series
 	for i, rate := range []float64{2.5, 4.5} {
-		series = append(series, promtest.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total", "node": "worker-1",
+		series = append(series, promserver.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total", "node": "worker-1",
 			"namespace": "shop", "pod": fmt.Sprintf("web-%d", i), "container": "web"}, rate, now))
 	}
 	prom.MustPush(t, series...)

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 const usage = `scoreflow: event-driven cluster scoring for Open Cluster Management

@@ -1,6 +1,6 @@
 // Command forecast-scorer predicts each cluster's usage a horizon ahead (Holt's double exponential
 // smoothing over a Prometheus range query) and scores the predicted headroom into one
-// AddOnPlacementScore per evaluation. See pkg/scorers/forecast for the configuration.
+// AddOnPlacementScore per evaluation. See pkg/scorer/forecast for the configuration.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
+	"github.com/scoreflow/scoreflow/pkg/scorer/forecast"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -26,10 +26,10 @@ func TestBadStart(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	srv := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
+	srv := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
 	// Flat, so the forecast does not depend on the minute the ping lands in: 32 of 64 -> 50.
-	srv.MustPush(t, promtest.Grid(map[string]string{"__name__": "usage", "cluster": "east"}, at, time.Minute, 32, 32, 32, 32, 32, 32))
+	srv.MustPush(t, promserver.Grid(map[string]string{"__name__": "usage", "cluster": "east"}, at, time.Minute, 32, 32, 32, 32, 32, 32))
 	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
 	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"cpu-forecast","scoreName":"headroom","query":"usage","range":"5m","step":"1m","horizon":"10m","capacity":64}`))
 	if status != http.StatusOK || reply == nil {

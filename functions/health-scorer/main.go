@@ -2,7 +2,7 @@
 // ApiServerSource events about ManagedClusters (mode Resource), answering each with one
 // score.updated for that cluster, and on each PingSource event from its informer's cache of every
 // ManagedCluster on the hub, answering with one score.updated for all of them. See package
-// github.com/scoreflow/scoreflow/pkg/scorers/health for the scoring table.
+// github.com/scoreflow/scoreflow/pkg/scorer/health for the scoring table.
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/health"
+	"github.com/scoreflow/scoreflow/pkg/scorer/health"
 )
 
 func main() {

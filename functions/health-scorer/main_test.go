@@ -13,7 +13,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/scorers/health"
+	"github.com/scoreflow/scoreflow/pkg/scorer/health"
 )
 
 func TestMain(m *testing.M) { functest.Main(m, main) }

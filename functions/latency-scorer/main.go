@@ -2,7 +2,7 @@
 // it answers PingSource events (data: its configuration, naming only URLs its --targets-file
 // lists) with one score.updated; with --cluster it runs on that managed cluster, measures every
 // --interval and sends the scores to K_SINK. See package
-// github.com/scoreflow/scoreflow/pkg/scorers/latency for the configuration.
+// github.com/scoreflow/scoreflow/pkg/scorer/latency for the configuration.
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
+	"github.com/scoreflow/scoreflow/pkg/scorer/latency"
 )
 
 func main() {

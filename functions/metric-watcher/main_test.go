@@ -14,7 +14,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -29,9 +29,9 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 // The binary as a SinkBinding runs it, against a real Prometheus: it polls at start and on its
 // interval, emits a change once, serves probes and metrics but no events, and exits on SIGTERM.
 func TestBinary(t *testing.T) {
-	p := promtest.Start(t)
+	p := promserver.Start(t)
 	now := time.Now()
-	p.MustPush(t, promtest.Gauge(map[string]string{"__name__": "test_cpu", "cluster": "c1", "node": "n1"}, now.Add(-time.Second), 0.5))
+	p.MustPush(t, promserver.Gauge(map[string]string{"__name__": "test_cpu", "cluster": "c1", "node": "n1"}, now.Add(-time.Second), 0.5))
 
 	sink := functest.NewSink(t, func(e *event.Event) error {
 		if e.Extensions()["sinkbinding"] != "mw" {
@@ -90,7 +90,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("unchanged value emitted again: %+v", samples(e))
 	default:
 	}
-	p.MustPush(t, promtest.Gauge(map[string]string{"__name__": "test_cpu", "cluster": "c1", "node": "n1"}, time.Now(), 0.9))
+	p.MustPush(t, promserver.Gauge(map[string]string{"__name__": "test_cpu", "cluster": "c1", "node": "n1"}, time.Now(), 0.9))
 	if s := next("after a change beyond the deadband"); len(s) != 1 || s[0].Value != 0.9 {
 		t.Fatalf("samples = %+v, want c1 = 0.9", s)
 	}

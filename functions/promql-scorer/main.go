@@ -1,5 +1,5 @@
 // Command promql-scorer scores any PromQL query given in its PingSource's data into one
-// AddOnPlacementScore per evaluation. See pkg/scorers/promql for the configuration.
+// AddOnPlacementScore per evaluation. See pkg/scorer/promql for the configuration.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorer/promql"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -36,11 +36,11 @@ func TestBadStart(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	srv := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
+	srv := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
 	srv.MustPush(t,
-		promtest.Gauge(map[string]string{"__name__": "load", "cluster": "east"}, at, 30),
-		promtest.Gauge(map[string]string{"__name__": "load", "cluster": "west"}, at, 80),
+		promserver.Gauge(map[string]string{"__name__": "load", "cluster": "east"}, at, 30),
+		promserver.Gauge(map[string]string{"__name__": "load", "cluster": "west"}, at, 80),
 	)
 	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
 	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"load-score","query":"load","scoreName":"load","normalize":{"method":"linear","min":0,"max":100}}`))

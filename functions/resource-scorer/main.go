@@ -1,6 +1,6 @@
 // Command resource-scorer scores each managed cluster's free CPU, memory and GPU (allocatable minus
 // requested, from kube-state-metrics in Prometheus) into one AddOnPlacementScore per evaluation.
-// See pkg/scorers/resource for the configuration and the score names.
+// See pkg/scorer/resource for the configuration and the score names.
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
+	"github.com/scoreflow/scoreflow/pkg/scorer/resource"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
@@ -36,12 +36,12 @@ func TestBadStart(t *testing.T) {
 
 // The built function end to end: flags, Prometheus, CloudEvents over HTTP, graceful exit.
 func TestServe(t *testing.T) {
-	srv := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
+	srv := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
 	srv.MustPush(t,
-		promtest.Gauge(map[string]string{"__name__": "kube_node_status_allocatable", "cluster": "east", "node": "n1", "resource": "nvidia_com_gpu"}, at, 8),
-		promtest.Gauge(map[string]string{"__name__": "kube_pod_container_resource_requests", "cluster": "east", "namespace": "a", "pod": "p", "resource": "nvidia_com_gpu"}, at, 6),
-		promtest.Gauge(map[string]string{"__name__": "kube_pod_status_phase", "cluster": "east", "namespace": "a", "pod": "p", "phase": "Running"}, at, 1),
+		promserver.Gauge(map[string]string{"__name__": "kube_node_status_allocatable", "cluster": "east", "node": "n1", "resource": "nvidia_com_gpu"}, at, 8),
+		promserver.Gauge(map[string]string{"__name__": "kube_pod_container_resource_requests", "cluster": "east", "namespace": "a", "pod": "p", "resource": "nvidia_com_gpu"}, at, 6),
+		promserver.Gauge(map[string]string{"__name__": "kube_pod_status_phase", "cluster": "east", "namespace": "a", "pod": "p", "phase": "Running"}, at, 1),
 	)
 	url := functest.Start(t, nil, "--prometheus-url="+srv.URL).URL
 	status, reply := functest.Send(t, url, functest.Ping(`{"resource":"gpu-usage-score","scores":["free-capacity"]}`))

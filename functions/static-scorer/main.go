@@ -1,7 +1,7 @@
 // Command static-scorer scores clusters from a table file of per-cluster, per-app, per-device
 // performance and power values (a mounted ConfigMap), answering each PingSource event with one
 // score.updated for the resource its data names. See package
-// github.com/scoreflow/scoreflow/pkg/scorers/static for the table format.
+// github.com/scoreflow/scoreflow/pkg/scorer/static for the table format.
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorers/static"
+	"github.com/scoreflow/scoreflow/pkg/scorer/static"
 )
 
 func main() {

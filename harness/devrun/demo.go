@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/scoreflow/scoreflow/harness/promlocal"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 )
 
 // demoWatcherConfig points the metric-watcher at the demo series instead of node_cpu_seconds_total
@@ -31,9 +31,9 @@ func DemoIdle(i, n int, t time.Time) float64 {
 // PushIdle pushes the demo series now, with each named cluster's idle share (DemoManual runs).
 func (s *Stack) PushIdle(ctx context.Context, idle map[string]float64) error {
 	now := time.Now()
-	var series []promlocal.Series
+	var series []promserver.Series
 	for c, v := range idle {
-		series = append(series, promlocal.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, v))
+		series = append(series, promserver.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, v))
 	}
 	return s.Prometheus.Push(ctx, series...)
 }
@@ -47,9 +47,9 @@ func (s *Stack) feedDemo(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		now := time.Now()
-		series := make([]promlocal.Series, len(DemoClusters))
+		series := make([]promserver.Series, len(DemoClusters))
 		for i, c := range DemoClusters {
-			series[i] = promlocal.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, DemoIdle(i, len(DemoClusters), now))
+			series[i] = promserver.Gauge(map[string]string{"__name__": demoSeries, "cluster": c}, now, DemoIdle(i, len(DemoClusters), now))
 		}
 		if err := s.Prometheus.Push(ctx, series...); err != nil && ctx.Err() == nil {
 			s.opts.Log.Warn("demo: push to Prometheus failed", "err", err)

@@ -37,9 +37,9 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/scorespage"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 // The demo topology: clusters in a cluster set bound to the scoreflow namespace, and a Placement
@@ -108,7 +108,7 @@ type Options struct {
 type Stack struct {
 	Hub        *localhub.Hub
 	Placement  *localhub.PlacementController
-	Prometheus *promlocal.Server
+	Prometheus *promserver.Server
 	Knative    *knlocal.Knative
 	Functions  map[string]*Function // by Service name
 	// BrokerURL is the ingress of the scoreflow broker; Kubeconfig is an admin kubeconfig of the hub.
@@ -194,7 +194,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	log.Info("starting Prometheus")
-	if s.Prometheus, err = promlocal.Run(); err != nil {
+	if s.Prometheus, err = promserver.Run(); err != nil {
 		return s, err
 	}
 	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC, "strictTLS", opts.TLS)

@@ -1,7 +1,7 @@
 // Package functest drives scoreflow functions in tests the way the platform does: CloudEvents
 // over HTTP in binary mode (Send), a sink that records what a function emits (Sink), and the
 // function's own main run as a separate process (Exec, Start). It is imported only by tests;
-// harness/promtest adds a real Prometheus.
+// harness/promserver adds a real Prometheus.
 package functest
 
 import (

@@ -31,7 +31,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localca"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 // EventingModule is the module whose binaries and YAML this package runs.

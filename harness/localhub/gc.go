@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 // GarbageCollector is Kubernetes' garbage collector: the real kube-controller-manager (built by

@@ -21,7 +21,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 // ClusterSetLabel puts a ManagedCluster in a ManagedClusterSet.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scoreflow/scoreflow/harness/tools"
+	"github.com/scoreflow/scoreflow/tools"
 )
 
 // PolicyPropagator is the real governance policy propagator

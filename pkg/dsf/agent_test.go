@@ -20,7 +20,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
 	"github.com/scoreflow/scoreflow/pkg/function"
@@ -125,16 +125,16 @@ func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 
 	// This cluster's Prometheus: three pods using 1.5, 2.5 and 3.5 cores, GPU power per app and
 	// device, vLLM's token counter.
-	prom := promtest.Start(t)
-	now := promtest.Aligned(time.Minute)
-	var series []promtest.Series
+	prom := promserver.Start(t)
+	now := promserver.Aligned(time.Minute)
+	var series []promserver.Series
 	for i := range 3 {
-		series = append(series, promtest.Counter(l("__name__", "container_cpu_usage_seconds_total", "node", "worker-1", "namespace", "shop",
+		series = append(series, promserver.Counter(l("__name__", "container_cpu_usage_seconds_total", "node", "worker-1", "namespace", "shop",
 			"pod", fmt.Sprintf("web-%d", i), "container", "web"), float64(i)+1.5, now))
 	}
 	series = append(series,
-		promtest.Counter(l("__name__", "vllm:generation_tokens_total", "pod", "app01-abc"), 20, now),
-		promtest.Grid(l("__name__", "DCGM_FI_DEV_POWER_USAGE", "Hostname", "worker-1", "GPU_I_ID", "0", "GPU_I_PROFILE", "3g.47gb", "exported_pod", "app01-abc"), now, time.Minute, 150, 150, 150, 150, 150),
+		promserver.Counter(l("__name__", "vllm:generation_tokens_total", "pod", "app01-abc"), 20, now),
+		promserver.Grid(l("__name__", "DCGM_FI_DEV_POWER_USAGE", "Hostname", "worker-1", "GPU_I_ID", "0", "GPU_I_PROFILE", "3g.47gb", "exported_pod", "app01-abc"), now, time.Minute, 150, 150, 150, 150, 150),
 	)
 	prom.MustPush(t, series...)
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
@@ -28,14 +28,14 @@ import (
 //
 // and, as a managed cluster's own Prometheus would hold them (no cluster label), the counter DSF's
 // published sample query rates.
-func pushSeries(t *testing.T, srv *promtest.Server, at time.Time) {
+func pushSeries(t *testing.T, srv *promserver.Server, at time.Time) {
 	m := time.Minute
 	srv.MustPush(t,
-		promtest.Grid(l("__name__", "cpu_usage", "cluster", "east", "app", "web"), at, m, 10, 20, 30),
-		promtest.Grid(l("__name__", "cpu_usage", "cluster", "west", "app", "web"), at, m, 40, 50, 60),
-		promtest.Grid(l("__name__", "mem_free", "cluster", "east", "app", "db"), at, m, 5, 5, 5),
-		promtest.Grid(l("__name__", "nan_usage", "cluster", "east"), at, m, 1, math.NaN(), 3),
-		promtest.Grid(l("__name__", "container_cpu_usage_seconds_total", "node", "n1", "namespace", "ns", "pod", "p1", "container", "c"), at, 15*time.Second, 0, 15, 30, 45, 60, 75, 90, 105, 120),
+		promserver.Grid(l("__name__", "cpu_usage", "cluster", "east", "app", "web"), at, m, 10, 20, 30),
+		promserver.Grid(l("__name__", "cpu_usage", "cluster", "west", "app", "web"), at, m, 40, 50, 60),
+		promserver.Grid(l("__name__", "mem_free", "cluster", "east", "app", "db"), at, m, 5, 5, 5),
+		promserver.Grid(l("__name__", "nan_usage", "cluster", "east"), at, m, 1, math.NaN(), 3),
+		promserver.Grid(l("__name__", "container_cpu_usage_seconds_total", "node", "n1", "namespace", "ns", "pod", "p1", "container", "c"), at, 15*time.Second, 0, 15, 30, 45, 60, 75, 90, 105, 120),
 	)
 }
 
@@ -90,8 +90,8 @@ func hubSpec(configHost, query, scoring, name, extra string) string {
 }
 
 func TestBridgeHubMode(t *testing.T) {
-	prom := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
+	prom := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
 	pushSeries(t, prom, at)
 	thanos := "http://thanos.example:9090=" + prom.URL
 
@@ -265,13 +265,13 @@ spec:
 // per series in turn; with a model answering in 1s and 12 series it answers in about 12s, within
 // DSF's 30s (the bridge's default), where a 10s timeout failed every ping.
 func TestBridgeLLMForecastWithinDSFTimeout(t *testing.T) {
-	prom := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
-	var series []promtest.Series
+	prom := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
+	var series []promserver.Series
 	var want []contract.ClusterScores
 	for i := range 12 {
 		c := fmt.Sprintf("cluster%02d", i)
-		series = append(series, promtest.Grid(l("__name__", "app_cpu", "cluster", c, "app", "web"), at, time.Minute, 1, 2, float64(i)))
+		series = append(series, promserver.Grid(l("__name__", "app_cpu", "cluster", c, "app", "web"), at, time.Minute, 1, 2, float64(i)))
 		want = append(want, cs(c, "llm_forecast_score", i+1))
 	}
 	prom.MustPush(t, series...)

@@ -17,7 +17,7 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/optimize"
+	"github.com/scoreflow/scoreflow/pkg/optimizer/solver"
 )
 
 // Resources of the governance policy framework, read and written through the dynamic client (its
@@ -122,16 +122,16 @@ func hubError(what string, err error) *Error {
 
 // inputs is what a request resolves to on the hub.
 type inputs struct {
-	problem   optimize.Problem
+	problem   solver.Problem
 	workloads []workload
-	policies  [][]optimize.Policy
+	policies  [][]solver.Policy
 	scores    map[string]map[string]float64 // cluster -> score name -> value
 	format    string
 	minimize  bool
 }
 
 type workload struct {
-	optimize.Workload
+	solver.Workload
 	placement string // the Placement its ManifestWorkReplicaSet follows
 }
 
@@ -158,7 +158,7 @@ func (o *Optimizer) gather(ctx context.Context, p *Params) (*inputs, *Error) {
 		if _, err := o.Cluster.ClusterV1().ManagedClusters().Get(ctx, c.Name, metav1.GetOptions{}); err != nil {
 			return nil, hubError("ManagedCluster "+c.Name, err)
 		}
-		var pols []optimize.Policy
+		var pols []solver.Policy
 		for _, ref := range c.AvailablePolicies {
 			obj, err := o.Dynamic.Resource(PolicyResource).Namespace(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
@@ -169,10 +169,10 @@ func (o *Optimizer) gather(ctx context.Context, p *Params) (*inputs, *Error) {
 			if err != nil || l[LabelSupplyKind] == "" || l[LabelSupplyDevice] == "" {
 				return nil, fail(422, ReasonInvalidObject, "Policy %s/%s needs labels %s, %s (a whole number) and %s", p.Namespace, ref.Name, LabelSupplyKind, LabelSupplyAmount, LabelSupplyDevice)
 			}
-			pols = append(pols, optimize.Policy{Name: ref.Name, Kind: l[LabelSupplyKind], Supply: amount, Device: l[LabelSupplyDevice]})
+			pols = append(pols, solver.Policy{Name: ref.Name, Kind: l[LabelSupplyKind], Supply: amount, Device: l[LabelSupplyDevice]})
 		}
 		in.policies = append(in.policies, pols)
-		in.problem.Clusters = append(in.problem.Clusters, optimize.Cluster{Name: c.Name, Policies: pols})
+		in.problem.Clusters = append(in.problem.Clusters, solver.Cluster{Name: c.Name, Policies: pols})
 
 		aps, err := o.Cluster.ClusterV1alpha1().AddOnPlacementScores(c.Name).Get(ctx, p.Preference.AddonPlacementScore, metav1.GetOptions{})
 		switch {
@@ -206,7 +206,7 @@ func (o *Optimizer) gather(ctx context.Context, p *Params) (*inputs, *Error) {
 		if len(mw.Spec.PlacementRefs) == 0 {
 			return nil, fail(422, ReasonInvalidObject, "ManifestWorkReplicaSet %s/%s has no placementRefs: no Placement would deploy it", p.Namespace, ref.Name)
 		}
-		w := workload{Workload: optimize.Workload{Name: ref.Name, App: l[LabelApp], Kind: l[LabelRequestKind], Demand: amount}, placement: mw.Spec.PlacementRefs[0].Name}
+		w := workload{Workload: solver.Workload{Name: ref.Name, App: l[LabelApp], Kind: l[LabelRequestKind], Demand: amount}, placement: mw.Spec.PlacementRefs[0].Name}
 		in.workloads = append(in.workloads, w)
 		in.problem.Workloads = append(in.problem.Workloads, w.Workload)
 	}
@@ -280,17 +280,17 @@ func (o *Optimizer) Optimize(ctx context.Context, p *Params, id string) (*Plan, 
 	if !ok {
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: "reading the hub took the request's time: none left to search"}
 	}
-	sol, err := optimize.Solve(ctx, in.problem, optimize.Options{TimeLimit: limit})
+	sol, err := solver.Solve(ctx, in.problem, solver.Options{TimeLimit: limit})
 	switch {
-	case errors.Is(err, optimize.ErrNoOption):
+	case errors.Is(err, solver.ErrNoOption):
 		return nil, fail(422, ReasonMissingScores, "%v", err)
-	case errors.Is(err, optimize.ErrInfeasible):
+	case errors.Is(err, solver.ErrInfeasible):
 		return nil, fail(422, ReasonInfeasible, "%v", err)
-	case errors.Is(err, optimize.ErrInvalid):
+	case errors.Is(err, solver.ErrInvalid):
 		return nil, fail(422, ReasonInvalidObject, "%v", err)
 	case ctx.Err() != nil:
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: "the request ended before a plan was found"}
-	case errors.Is(err, optimize.ErrStopped):
+	case errors.Is(err, solver.ErrStopped):
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: fmt.Sprintf("no plan found within the search's time limit (%v): %v", limit.Round(time.Millisecond), err)}
 	case err != nil:
 		return nil, &Error{Reason: contract.ReasonUnavailable, Status: 503, Message: err.Error()}

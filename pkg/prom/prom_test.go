@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
@@ -43,11 +43,11 @@ func newClient(t *testing.T, cfg prom.Config) *prom.Client {
 // TestRealPrometheus queries a real server fed exact samples, and checks how its refusals and its
 // absence are classified.
 func TestRealPrometheus(t *testing.T) {
-	srv := promtest.Start(t)
-	at := promtest.Aligned(time.Minute)
+	srv := promserver.Start(t)
+	at := promserver.Aligned(time.Minute)
 	srv.MustPush(t,
-		promtest.Grid(map[string]string{"__name__": "load", "cluster": "c1"}, at, time.Minute, 1, 2, 3),
-		promtest.Grid(map[string]string{"__name__": "load", "cluster": "c2"}, at, time.Minute, 10, 20, 30),
+		promserver.Grid(map[string]string{"__name__": "load", "cluster": "c1"}, at, time.Minute, 1, 2, 3),
+		promserver.Grid(map[string]string{"__name__": "load", "cluster": "c2"}, at, time.Minute, 10, 20, 30),
 	)
 	c := newClient(t, prom.Config{URL: srv.URL})
 	ctx := context.Background()
@@ -109,9 +109,9 @@ func TestRealPrometheus(t *testing.T) {
 // than --query.max-samples (what a loaded server, or Thanos and Mimir limits, answer with 422
 // execution) reads as unavailable and retriable, while its 400 bad_data stays a bad query.
 func TestTooManySamplesIsRetried(t *testing.T) {
-	srv := promtest.Start(t, "--query.max-samples=5")
-	at := promtest.Aligned(time.Minute)
-	srv.MustPush(t, promtest.Grid(map[string]string{"__name__": "load", "cluster": "c1"}, at, time.Minute, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10))
+	srv := promserver.Start(t, "--query.max-samples=5")
+	at := promserver.Aligned(time.Minute)
+	srv.MustPush(t, promserver.Grid(map[string]string{"__name__": "load", "cluster": "c1"}, at, time.Minute, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10))
 	c := newClient(t, prom.Config{URL: srv.URL})
 	ctx := context.Background()
 

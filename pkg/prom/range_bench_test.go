@@ -19,7 +19,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/benchcpu"
 	"github.com/scoreflow/scoreflow/harness/benchrss"
-	"github.com/scoreflow/scoreflow/harness/promcanned"
+	"github.com/scoreflow/scoreflow/harness/promserver/canned"
 )
 
 // BenchmarkRangeAnswer compares, on the range answers the scorers' Handle10000 benchmarks read
@@ -40,7 +40,7 @@ func BenchmarkRangeAnswer(b *testing.B) {
 			}
 			m[i] = s
 		}
-		return promcanned.Matrix(m)
+		return canned.Matrix(m)
 	}
 	inputs := []struct {
 		name   string
@@ -56,7 +56,7 @@ func BenchmarkRangeAnswer(b *testing.B) {
 	for _, in := range inputs {
 		const q = "q"
 		body := matrix(in.points, in.step, in.value)
-		tr := promcanned.Transport{q: body}
+		tr := canned.Transport{q: body}
 		start := end.Add(-time.Duration(in.points-1) * in.step)
 		hc := &http.Client{Transport: tr}
 		raw := func(b *testing.B) []byte {
@@ -79,7 +79,7 @@ func BenchmarkRangeAnswer(b *testing.B) {
 				Result     model.Matrix `json:"result"`
 			} `json:"data"`
 		}
-		ours := promcanned.Querier(b, tr)
+		ours := canned.Querier(b, tr)
 		golang := v1.NewAPI(must(api.NewClient(api.Config{Address: "http://prometheus.invalid:9090", Client: hc})))
 		decoders := []struct {
 			name string

@@ -37,7 +37,7 @@ func CheckRange(rng, step time.Duration) error {
 	return nil
 }
 
-// Labels copies a series' labels into a plain map (for scoring.NameFormat).
+// Labels copies a series' labels into a plain map (for normalize.NameFormat).
 func Labels(m model.Metric) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {

@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
@@ -102,16 +102,16 @@ func newWatcher(t *testing.T, cfg Config, promURL, sinkURL string, reg *promethe
 	return w
 }
 
-func cpu(cluster string, at time.Time, v float64) promtest.Series {
+func cpu(cluster string, at time.Time, v float64) promserver.Series {
 	l := map[string]string{"__name__": "test_cpu"}
 	if cluster != "" {
 		l["cluster"] = cluster
 	}
-	return promtest.Gauge(l, at, v)
+	return promserver.Gauge(l, at, v)
 }
 
-func mem(cluster string, at time.Time, v float64) promtest.Series {
-	return promtest.Gauge(map[string]string{"__name__": "test_mem", "managed_cluster": cluster, "zone": "a"}, at, v)
+func mem(cluster string, at time.Time, v float64) promserver.Series {
+	return promserver.Gauge(map[string]string{"__name__": "test_mem", "managed_cluster": cluster, "zone": "a"}, at, v)
 }
 
 func cpuSample(cluster string, at time.Time, v float64) contract.Sample {
@@ -125,7 +125,7 @@ func memSample(cluster string, at time.Time, v float64) contract.Sample {
 // The whole life of a watcher against a real Prometheus, one poll per step, each at its own
 // instant on a one-minute grid, each step's samples pushed at exactly that instant.
 func TestWatchAgainstPrometheus(t *testing.T) {
-	p := promtest.Start(t)
+	p := promserver.Start(t)
 	g := newGate(t, p.URL)
 	s := functest.NewSink(t, functest.MetricChanged)
 	reg := prometheus.NewRegistry()
@@ -135,11 +135,11 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 	}}
 	w := newWatcher(t, cfg, "http://"+g.addr, s.URL, reg, 300*time.Millisecond)
 
-	base := promtest.Aligned(time.Minute).Add(-30 * time.Minute)
+	base := promserver.Aligned(time.Minute).Add(-30 * time.Minute)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
 	steps := []struct {
 		name    string
-		push    func(t time.Time) []promtest.Series
+		push    func(t time.Time) []promserver.Series
 		before  func()
 		report  Report // SendErr compared as nil / not nil
 		want    []contract.Sample
@@ -147,8 +147,8 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 	}{
 		{
 			name: "first observation emits every cluster; no cluster label or a bad one is skipped",
-			push: func(t time.Time) []promtest.Series {
-				return []promtest.Series{cpu("c1", t, 0.50), cpu("c2", t, 0.20), cpu("c3", t, 0.70), cpu("", t, 9), cpu("Not_A_Cluster", t, 9),
+			push: func(t time.Time) []promserver.Series {
+				return []promserver.Series{cpu("c1", t, 0.50), cpu("c2", t, 0.20), cpu("c3", t, 0.70), cpu("", t, 9), cpu("Not_A_Cluster", t, 9),
 					mem("c1", t, 1000), mem("c2", t, 2000)}
 			},
 			report: Report{Changed: 5, Skipped: 2, Sent: 5, Events: 1},
@@ -157,26 +157,26 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		},
 		{
 			name: "moves within the deadbands emit nothing",
-			push: func(t time.Time) []promtest.Series {
-				return []promtest.Series{cpu("c1", t, 0.55), cpu("c2", t, 0.25), cpu("c3", t, 0.70), cpu("", t, staleNaN), cpu("Not_A_Cluster", t, staleNaN),
+			push: func(t time.Time) []promserver.Series {
+				return []promserver.Series{cpu("c1", t, 0.55), cpu("c2", t, 0.25), cpu("c3", t, 0.70), cpu("", t, staleNaN), cpu("Not_A_Cluster", t, staleNaN),
 					mem("c1", t, 1050), mem("c2", t, 2000)}
 			},
 			report: Report{Unchanged: 5},
 		},
 		{
 			name: "beyond the deadband: exactly the clusters that moved",
-			push: func(t time.Time) []promtest.Series {
+			push: func(t time.Time) []promserver.Series {
 				// cpu c1 +0.125 > 0.1; c2 +0.08 <= 0.1; mem c1 +125 > 10% of 1000; c2 -150 <= 10% of 2000
-				return []promtest.Series{cpu("c1", t, 0.625), cpu("c2", t, 0.28), cpu("c3", t, 0.70), mem("c1", t, 1125), mem("c2", t, 1850)}
+				return []promserver.Series{cpu("c1", t, 0.625), cpu("c2", t, 0.28), cpu("c3", t, 0.70), mem("c1", t, 1125), mem("c2", t, 1850)}
 			},
 			report: Report{Changed: 2, Unchanged: 3, Sent: 2, Events: 1},
 			want:   []contract.Sample{cpuSample("c1", at(2), 0.625), memSample("c1", at(2), 1125)},
 		},
 		{
 			name: "measured from the value last emitted: slow drift emits, a vanished cluster is not emitted, NaN and Inf are skipped",
-			push: func(t time.Time) []promtest.Series {
+			push: func(t time.Time) []promserver.Series {
 				// cpu c1 0.70 is 0.2 from c1's first value but 0.075 from the 0.625 emitted; c2 0.31 drifted 0.11 from 0.20.
-				return []promtest.Series{cpu("c1", t, 0.70), cpu("c2", t, 0.31), cpu("c3", t, staleNaN), cpu("c4", t, math.Inf(1)),
+				return []promserver.Series{cpu("c1", t, 0.70), cpu("c2", t, 0.31), cpu("c3", t, staleNaN), cpu("c4", t, math.Inf(1)),
 					mem("c1", t, 1200), mem("c2", t, math.NaN())}
 			},
 			report: Report{Changed: 1, Unchanged: 2, Skipped: 2, Sent: 1, Events: 1},
@@ -185,16 +185,16 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		{
 			name:   "Prometheus down: nothing emitted, both queries counted as failed",
 			before: g.down,
-			push: func(t time.Time) []promtest.Series {
-				return []promtest.Series{cpu("c1", t, 0.9), cpu("c2", t, 0.31), cpu("c4", t, staleNaN), mem("c1", t, 5000), mem("c2", t, 2000)}
+			push: func(t time.Time) []promserver.Series {
+				return []promserver.Series{cpu("c1", t, 0.9), cpu("c2", t, 0.31), cpu("c4", t, staleNaN), mem("c1", t, 5000), mem("c2", t, 2000)}
 			},
 			report: Report{FailedQueries: 2},
 		},
 		{
 			name:   "Prometheus back: no false change, a returning cluster within its band is not emitted, a real change is",
 			before: g.up,
-			push: func(t time.Time) []promtest.Series {
-				return []promtest.Series{cpu("c1", t, 0.70), cpu("c2", t, 0.50), cpu("c3", t, 0.70), mem("c1", t, 1200), mem("c2", t, 2000)}
+			push: func(t time.Time) []promserver.Series {
+				return []promserver.Series{cpu("c1", t, 0.70), cpu("c2", t, 0.50), cpu("c3", t, 0.70), mem("c1", t, 1200), mem("c2", t, 2000)}
 			},
 			report: Report{Changed: 1, Unchanged: 4, Sent: 1, Events: 1},
 			want:   []contract.Sample{cpuSample("c2", at(5), 0.50)},
@@ -202,20 +202,20 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 		{
 			name:    "sink refuses: nothing delivered, the change is kept",
 			before:  func() { s.Answer(http.StatusServiceUnavailable) },
-			push:    func(t time.Time) []promtest.Series { return []promtest.Series{cpu("c1", t, 1.0)} },
+			push:    func(t time.Time) []promserver.Series { return []promserver.Series{cpu("c1", t, 1.0)} },
 			report:  Report{Changed: 1, Unchanged: 4},
 			sendErr: true,
 		},
 		{
 			name:   "sink back: the same change goes out on the next poll",
 			before: func() { s.Answer(0) },
-			push:   func(t time.Time) []promtest.Series { return []promtest.Series{cpu("c1", t, 1.0)} },
+			push:   func(t time.Time) []promserver.Series { return []promserver.Series{cpu("c1", t, 1.0)} },
 			report: Report{Changed: 1, Unchanged: 4, Sent: 1, Events: 1},
 			want:   []contract.Sample{cpuSample("c1", at(7), 1.0)},
 		},
 		{
 			name:   "and the state advanced with the delivery",
-			push:   func(t time.Time) []promtest.Series { return []promtest.Series{cpu("c1", t, 1.05)} },
+			push:   func(t time.Time) []promserver.Series { return []promserver.Series{cpu("c1", t, 1.05)} },
 			report: Report{Unchanged: 5},
 		},
 	}
@@ -274,14 +274,14 @@ func TestWatchAgainstPrometheus(t *testing.T) {
 
 // A bad query is counted as such and does not hold back the others.
 func TestBadQuery(t *testing.T) {
-	p := promtest.Start(t)
+	p := promserver.Start(t)
 	s := functest.NewSink(t, functest.MetricChanged)
 	reg := prometheus.NewRegistry()
 	w := newWatcher(t, Config{Queries: []Query{
 		{Metric: "broken", Query: `sum(`},
 		{Metric: "cluster_cpu_ratio", Query: `test_cpu`},
 	}}, p.URL, s.URL, reg, 5*time.Second)
-	at := promtest.Aligned(time.Minute)
+	at := promserver.Aligned(time.Minute)
 	p.MustPush(t, cpu("c1", at, 0.5))
 	r := w.Poll(context.Background(), at)
 	if r.FailedQueries != 1 || r.Sent != 1 {
@@ -295,11 +295,11 @@ func TestBadQuery(t *testing.T) {
 
 // Run polls once at start, then at each tick's time, and stops when the ticks end.
 func TestRunUsesTicks(t *testing.T) {
-	p := promtest.Start(t)
+	p := promserver.Start(t)
 	s := functest.NewSink(t, functest.MetricChanged)
-	t0 := promtest.Aligned(time.Minute).Add(-10 * time.Minute)
+	t0 := promserver.Aligned(time.Minute).Add(-10 * time.Minute)
 	t1 := t0.Add(time.Minute)
-	p.MustPush(t, promtest.Grid(map[string]string{"__name__": "test_cpu", "cluster": "c1"}, t1, time.Minute, 0.5, 0.9))
+	p.MustPush(t, promserver.Grid(map[string]string{"__name__": "test_cpu", "cluster": "c1"}, t1, time.Minute, 0.5, 0.9))
 
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -339,11 +339,11 @@ func TestRunUsesTicks(t *testing.T) {
 
 // More changed series than one event may carry go out in several events, none over the bound.
 func TestSplitsLargePolls(t *testing.T) {
-	p := promtest.Start(t)
+	p := promserver.Start(t)
 	s := functest.NewSink(t, functest.MetricChanged)
-	at := promtest.Aligned(time.Minute)
+	at := promserver.Aligned(time.Minute)
 	n := contract.MaxSamples + 1
-	series := make([]promtest.Series, n)
+	series := make([]promserver.Series, n)
 	for i := range series {
 		series[i] = cpu(fmt.Sprintf("c%05d", i), at, float64(i))
 	}

@@ -18,12 +18,12 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
 	"github.com/scoreflow/scoreflow/pkg/masks"
-	"github.com/scoreflow/scoreflow/pkg/scorers/forecast"
-	"github.com/scoreflow/scoreflow/pkg/scorers/health"
-	"github.com/scoreflow/scoreflow/pkg/scorers/latency"
-	"github.com/scoreflow/scoreflow/pkg/scorers/promql"
-	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
-	"github.com/scoreflow/scoreflow/pkg/scorers/static"
+	"github.com/scoreflow/scoreflow/pkg/scorer/forecast"
+	"github.com/scoreflow/scoreflow/pkg/scorer/health"
+	"github.com/scoreflow/scoreflow/pkg/scorer/latency"
+	"github.com/scoreflow/scoreflow/pkg/scorer/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorer/resource"
+	"github.com/scoreflow/scoreflow/pkg/scorer/static"
 	"github.com/scoreflow/scoreflow/pkg/watcher"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
-	"github.com/scoreflow/scoreflow/pkg/scorers/resource"
+	"github.com/scoreflow/scoreflow/pkg/scorer/resource"
 )
 
 // TestScorersOwnTheirResources: every scorer deployed names the resources it may score

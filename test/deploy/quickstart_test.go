@@ -22,7 +22,6 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
 )
 
 // markedBlock is the fenced block of docs/quickstart.md that follows `<!-- quickstart-test: name -->`:
@@ -201,7 +200,7 @@ func startWriterBinary(t *testing.T, dir string, env ...string) string {
 	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(repo, "functions", "score-writer")).CombinedOutput(); err != nil {
 		t.Fatalf("building the score-writer: %v\n%s", err, out)
 	}
-	port, err := promlocal.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +209,7 @@ func startWriterBinary(t *testing.T, dir string, env ...string) string {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...)...)
 	cmd.Stdout, cmd.Stderr = out, out
-	promlocal.DieWithParent(cmd)
+	cmd.SysProcAttr = proc.DieWithParent()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

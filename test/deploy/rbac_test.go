@@ -31,7 +31,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/scorers/health"
+	"github.com/scoreflow/scoreflow/pkg/scorer/health"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
@@ -349,7 +349,7 @@ func TestManagedClusterSourceRBAC(t *testing.T) {
 
 // TestHealthScorerRBAC: the health-scorer's account is granted exactly list and watch on
 // managedclusters, by one ClusterRole bound to it alone; with it, the scorer's own informer
-// (pkg/scorers/health) lists and watches the hub's clusters; and it can do nothing else, not even
+// (pkg/scorer/health) lists and watches the hub's clusters; and it can do nothing else, not even
 // get one.
 func TestHealthScorerRBAC(t *testing.T) {
 	h := rbacHub(t)

@@ -16,7 +16,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
-	"github.com/scoreflow/scoreflow/harness/promlocal"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 )
 
 // BenchmarkEndToEnd measures two latencies in one run, through the whole local stack (Knative
@@ -67,9 +67,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			best, other, hi, want := alternate(i)
 			w.expect(best, want)
 			start := time.Now()
-			series := make([]promlocal.Series, 0, 3)
+			series := make([]promserver.Series, 0, 3)
 			for c, v := range map[string]float64{best: hi, other: 0.1, "cluster3": 0.05} {
-				series = append(series, promlocal.Gauge(map[string]string{"__name__": watchedSeries, "cluster": c}, start, v))
+				series = append(series, promserver.Gauge(map[string]string{"__name__": watchedSeries, "cluster": c}, start, v))
 			}
 			if err := stack.Prometheus.Push(ctx, series...); err != nil {
 				b.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/proc"
-	"github.com/scoreflow/scoreflow/harness/promtest"
+	"github.com/scoreflow/scoreflow/harness/promserver"
 )
 
 const dsfAddon = "scoreflow-dsf-agent"
@@ -120,11 +120,11 @@ func enableDSFAddon(ctx context.Context, t *testing.T, cluster string) {
 // and web-1 1.5.
 func startDSFAgent(t *testing.T, cluster string, busy float64, gateway, sample string) {
 	t.Helper()
-	prom := promtest.Start(t)
-	now := promtest.Aligned(time.Minute)
-	var series []promtest.Series
+	prom := promserver.Start(t)
+	now := promserver.Aligned(time.Minute)
+	var series []promserver.Series
 	for pod, rate := range map[string]float64{"web-0": busy, "web-1": 1.5} {
-		series = append(series, promtest.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total",
+		series = append(series, promserver.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total",
 			"node": "worker-1", "namespace": "shop", "pod": pod, "container": "web"}, rate, now))
 	}
 	prom.MustPush(t, series...)
@@ -217,11 +217,11 @@ func TestDSFAgentManyPods(t *testing.T) {
 	}
 	installDSF(ctx, t)
 	enableDSFAddon(ctx, t, "cluster3")
-	prom := promtest.Start(t)
-	now := promtest.Aligned(time.Minute)
-	series := make([]promtest.Series, 0, pods)
+	prom := promserver.Start(t)
+	now := promserver.Aligned(time.Minute)
+	series := make([]promserver.Series, 0, pods)
 	for i := range pods {
-		series = append(series, promtest.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total",
+		series = append(series, promserver.Counter(map[string]string{"__name__": "container_cpu_usage_seconds_total",
 			"node": fmt.Sprintf("worker-%02d.cluster3.example.com", i%40), "namespace": fmt.Sprintf("team-%03d", i%150),
 			"pod": fmt.Sprintf("app-%05d-7d9f8b6c5d-x2x9z", i), "container": "app"}, float64(i%90)+0.5, now))
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/devrun"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/scoring"
+	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
 )
 
 // splitMaxItems is the promql-scorer's --max-items-per-event in this stack (runMain): more than
@@ -75,7 +75,7 @@ func TestFleetResultLandsInParts(t *testing.T) {
 	if st := post(t, in); st != http.StatusAccepted {
 		t.Fatalf("broker answered %d", st)
 	}
-	norm := scoring.Linear{Min: 0, Max: 1} // deploy/promql-scorer.yaml's METRIC_CONFIG
+	norm := normalize.Linear{Min: 0, Max: 1} // deploy/promql-scorer.yaml's METRIC_CONFIG
 	want := map[string]int32{}
 	for c, v := range values {
 		want[c], _ = norm.Score(v)
