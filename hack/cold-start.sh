@@ -23,6 +23,8 @@ clone=$work/scoreflow
 export SCOREFLOW_CACHE=$work/cache GOCACHE=$work/gocache
 mkdir -p "$SCOREFLOW_CACHE" "$GOCACHE"
 git clone --quiet "$root" "$clone"
+# Tests read ../shared beside the clone (DSF's upstream samples), as they do beside any clone.
+[ ! -d "$root/../shared" ] || ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
 echo "cold-start: $what from a fresh clone of $(git -C "$root" rev-parse --short HEAD) in $clone"
 echo "cold-start: empty SCOREFLOW_CACHE and GOCACHE; Go module cache $(go env GOMODCACHE) kept; $(nproc) cores"
 
