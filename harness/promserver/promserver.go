@@ -188,11 +188,13 @@ func (s *Server) Push(ctx context.Context, series ...Series) error {
 	return nil
 }
 
-// MustPush is Push that fails the test.
-// TB is the part of testing.TB MustPush uses (this package does not import testing).
+// TB is the part of testing.TB the helpers for tests use: this package is also `scoreflow
+// run`'s, which is no test.
 type TB interface {
 	Helper()
+	Fatal(args ...any)
 	Fatalf(format string, args ...any)
+	Cleanup(func())
 }
 
 // MustPush is Push for tests: a failure fails the test.

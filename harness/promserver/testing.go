@@ -3,7 +3,6 @@ package promserver
 // What tests use: a server stopped by the test's cleanup, a scorer's client of it, series.
 
 import (
-	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +12,7 @@ import (
 
 // Start runs Prometheus (see Run) with flags added to its command line; the test's
 // cleanup stops it. A missing binary fails the test with the message that says how to build it.
-func Start(t testing.TB, flags ...string) *Server {
+func Start(t TB, flags ...string) *Server {
 	t.Helper()
 	s, err := Run(flags...)
 	if err != nil {
@@ -24,7 +23,7 @@ func Start(t testing.TB, flags ...string) *Server {
 }
 
 // StartConfig is Start with cfg as prometheus.yml (see RunConfig).
-func StartConfig(t testing.TB, cfg string, flags ...string) *Server {
+func StartConfig(t TB, cfg string, flags ...string) *Server {
 	t.Helper()
 	s, err := RunConfig(cfg, flags...)
 	if err != nil {
@@ -36,7 +35,7 @@ func StartConfig(t testing.TB, cfg string, flags ...string) *Server {
 
 // Client is a scorer's Prometheus client of url, as the functions make it: a 5s timeout, its
 // metrics in a registry of its own.
-func Client(t testing.TB, url string) *prom.Client {
+func Client(t TB, url string) *prom.Client {
 	t.Helper()
 	c, err := prom.New(prom.Config{URL: url, Timeout: 5 * time.Second}, nil, prometheus.NewRegistry())
 	if err != nil {
