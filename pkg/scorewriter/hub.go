@@ -115,9 +115,9 @@ func interned(s string) string {
 
 // observed takes the informer's news of an object (old nil: added, or listed). The writer's own
 // copy goes once the informer has it or has moved past it; until then the informer's news is of
-// versions before it, which the writer has planned from already. Otherwise the object's series
-// follow what the hub holds, whoever wrote it (another replica may have removed an expired score),
-// and the object is scheduled for its next write of its own.
+// versions before it, which the writer has planned from already. Otherwise (the copy's own version
+// included) the object's series follow what the hub holds, whoever wrote it (another replica may
+// have removed an expired score), and the object is scheduled for its next write of its own.
 func (w *Writer) observed(old, obj any) {
 	cur, ok := obj.(*clusterv1alpha1.AddOnPlacementScore)
 	if !ok {
@@ -126,14 +126,15 @@ func (w *Writer) observed(old, obj any) {
 	key := Key{Cluster: cur.Namespace, Resource: cur.Name}
 	prev, _ := old.(*clusterv1alpha1.AddOnPlacementScore)
 	w.mu.Lock()
-	behind := false // the writer wrote or read this version, or a later one
+	behind := false // the writer wrote or read a later version
 	if o := w.objects[key]; o != nil {
 		w.created(key, o)
 		if written := o.written(); written != nil {
 			switch {
 			case written.ResourceVersion == cur.ResourceVersion:
+				// This very version: the series follow it too, as the writer may only have read
+				// it (a write of another replica that its own write conflicted with).
 				o.dropCopy()
-				behind = true
 			case prev != nil && prev.ResourceVersion == written.ResourceVersion:
 				o.dropCopy() // the hub moved on from it
 			case w.clock.Since(o.own.writtenAt) > maxCopyAge:
