@@ -32,6 +32,7 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/scoreflow/scoreflow/harness/addontest"
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
@@ -84,24 +85,8 @@ func TestAddonInstallsAgent(t *testing.T) {
 		}
 	}
 
-	logs := filepath.Join(t.TempDir(), "controllers.log")
-	logFile, err := os.Create(logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			raw, _ := os.ReadFile(logs)
-			var keep []string
-			for _, l := range strings.Split(string(raw), "\n") {
-				// Without a request-header CA on the local API server both controllers repeat this.
-				if !strings.Contains(l, "missing content for CA bundle") {
-					keep = append(keep, l)
-				}
-			}
-			t.Logf("controller logs (end):\n%s", tail(strings.Join(keep, "\n"), 12000))
-		}
-	})
+	// Without a request-header CA on the local API server both controllers repeat that line.
+	logFile := addontest.ControllerLog(t, 12000, "missing content for CA bundle")
 	// Disabling the addon removes its ManifestWork through Kubernetes' garbage collector (the work
 	// is owned by the ManagedClusterAddOn); started after the addon CRDs, so it watches them.
 	gc, err := hub.StartGarbageCollector(ctx, logFile)
@@ -151,9 +136,9 @@ func TestAddonInstallsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAgent(t, waitWork(ctx, t, works, "cluster1"), "cluster1")
+	checkAgent(t, addontest.WaitWork(ctx, t, works, addonName, "cluster1"), "cluster1")
 	checkHubPermissions(ctx, t, hub.Config, "cluster1", "cluster2")
-	work1, err := agentWorks(ctx, works, "cluster1")
+	work1, err := addontest.Works(ctx, works, addonName, "cluster1")
 	if err != nil || len(work1) != 1 {
 		t.Fatalf("cluster1's ManifestWorks: %d, %v", len(work1), err)
 	}
@@ -170,7 +155,7 @@ func TestAddonInstallsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	setLabel(ctx, t, hub, "cluster2", true)
-	checkAgent(t, waitWork(ctx, t, works, "cluster2"), "cluster2")
+	checkAgent(t, addontest.WaitWork(ctx, t, works, addonName, "cluster2"), "cluster2")
 	checkHubPermissions(ctx, t, hub.Config, "cluster2", "cluster1")
 	if _, err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, addonName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster1, unlabelled, has the addon enabled: %v", err)
@@ -208,9 +193,9 @@ func setLabel(ctx context.Context, t *testing.T, hub *localhub.Hub, cluster stri
 // nothing else this test can think of, and nothing at all in another cluster's namespace.
 func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster, other string) {
 	t.Helper()
-	agent := agentClient(t, cfg, cluster)
+	agent := kubernetes.NewForConfigOrDie(addontest.Impersonating(cfg, addonName, cluster))
 	m := minter(t, cfg, cluster, cluster)
-	waitFor(ctx, t, cluster+"'s agent may mint its own token", func() (bool, string) {
+	addontest.WaitFor(ctx, t, cluster+"'s agent may mint its own token", func() (bool, string) {
 		_, err := m.Refresh(ctx)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -258,8 +243,7 @@ func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cl
 // ns, as pkg/hubtoken does in the agent.
 func minter(t *testing.T, cfg *rest.Config, cluster, ns string) *hubtoken.Minter {
 	t.Helper()
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
+	c := addontest.Impersonating(cfg, addonName, cluster)
 	return &hubtoken.Minter{Client: kubernetes.NewForConfigOrDie(c), Metadata: metadata.NewForConfigOrDie(c), Cluster: ns, Addon: addonName,
 		File: filepath.Join(t.TempDir(), "token")}
 }
@@ -340,57 +324,17 @@ func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 	}
 }
 
-// agentClient is the hub as the addon agent of cluster sees it: the user and groups of the
-// client certificate the klusterlet obtains for it.
-func agentClient(t *testing.T, cfg *rest.Config, cluster string) kubernetes.Interface {
-	t.Helper()
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
-	return kubernetes.NewForConfigOrDie(c)
-}
-
-func agentUser(cluster string) string {
-	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName)
-}
-
-func agentGroups(cluster string) []string {
-	return []string{
-		fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
-		"system:open-cluster-management:addon:" + addonName,
-		"system:authenticated",
-	}
-}
-
-func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
-	l, err := works.WorkV1().ManifestWorks(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
-
-func waitWork(ctx context.Context, t *testing.T, works workclient.Interface, cluster string) *workv1.ManifestWork {
-	t.Helper()
-	var got []workv1.ManifestWork
-	waitFor(ctx, t, "the agent's ManifestWork in "+cluster, func() (bool, string) {
-		var err error
-		got, err = agentWorks(ctx, works, cluster)
-		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
-	})
-	return &got[0]
-}
-
 // waitDisabled waits until cluster's ManagedClusterAddOn is gone and its ManifestWork with it, so
 // the klusterlet removes the agent. The addon manager does not delete the work itself: the work's
 // owner reference to the ManagedClusterAddOn makes Kubernetes' garbage collector delete it.
 func waitDisabled(ctx context.Context, t *testing.T, addons addonclient.Interface, works workclient.Interface, cluster string) {
 	t.Helper()
-	waitFor(ctx, t, "the addon disabled on "+cluster, func() (bool, string) {
+	addontest.WaitFor(ctx, t, "the addon disabled on "+cluster, func() (bool, string) {
 		_, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	waitFor(ctx, t, "the agent's ManifestWork removed from "+cluster, func() (bool, string) {
-		got, err := agentWorks(ctx, works, cluster)
+	addontest.WaitFor(ctx, t, "the agent's ManifestWork removed from "+cluster, func() (bool, string) {
+		got, err := addontest.Works(ctx, works, addonName, cluster)
 		var names []string
 		for _, w := range got {
 			for _, o := range w.OwnerReferences {
@@ -400,30 +344,6 @@ func waitDisabled(ctx context.Context, t *testing.T, addons addonclient.Interfac
 		}
 		return err == nil && len(got) == 0, fmt.Sprintf("%v, %v", names, err)
 	})
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s (last: %s)", what, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 // gateway is the real agent gateway (functions/agent-gateway, with the table deploy/ gives it)
@@ -466,14 +386,14 @@ func startGateway(t *testing.T, hub *localhub.Hub) *gateway {
 		t.Fatal(err)
 	}
 	broker := functest.NewSink(t, nil)
-	p, err := proc.Start(proc.Spec{Name: "agent-gateway", Path: bin, Out: &testWriter{t}, Env: []string{"PATH=" + os.Getenv("PATH"),
+	p, err := proc.Start(proc.Spec{Name: "agent-gateway", Path: bin, Out: addontest.Log{T: t}, Env: []string{"PATH=" + os.Getenv("PATH"),
 		fmt.Sprintf("PORT=%d", port), "ADDRESS=127.0.0.1", "KUBECONFIG=" + kubeconfig, "AGENTS_FILE=" + agents, "K_SINK=" + broker.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(5 * time.Second) })
 	g := &gateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), broker: broker}
-	waitFor(t.Context(), t, "the agent gateway ready", func() (bool, string) {
+	addontest.WaitFor(t.Context(), t, "the agent gateway ready", func() (bool, string) {
 		resp, err := http.Get(g.url + "/readyz")
 		if err != nil {
 			return false, err.Error()
@@ -568,7 +488,7 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, work *workv1
 	if err := os.MkdirAll(local("/var/run/scoreflow/hub-token"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Start(proc.Spec{Name: "latency-agent", Path: bin, Env: env, Out: &testWriter{t}})
+	p, err := proc.Start(proc.Spec{Name: "latency-agent", Path: bin, Env: env, Out: addontest.Log{T: t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +560,7 @@ func disableAndMeasure(ctx context.Context, t *testing.T, hub *localhub.Hub, add
 		t.Fatal(err)
 	}
 	var cut time.Duration
-	waitFor(ctx, t, cluster+"'s agent refused by the gateway", func() (bool, string) {
+	addontest.WaitFor(ctx, t, cluster+"'s agent refused by the gateway", func() (bool, string) {
 		st := gw.post(t, token, cluster)
 		cut = time.Since(start)
 		return st == http.StatusForbidden || st == http.StatusUnauthorized, fmt.Sprint(st)
@@ -650,13 +570,13 @@ func disableAndMeasure(ctx context.Context, t *testing.T, hub *localhub.Hub, add
 		t.Errorf("the gateway took %s to refuse a disabled agent, more than a minute", cut)
 	}
 	waitDisabled(ctx, t, addons, works, cluster)
-	waitFor(ctx, t, cluster+"'s hub ServiceAccount and RoleBinding garbage-collected", func() (bool, string) {
+	addontest.WaitFor(ctx, t, cluster+"'s hub ServiceAccount and RoleBinding garbage-collected", func() (bool, string) {
 		_, errSA := hub.Kube.CoreV1().ServiceAccounts(cluster).Get(ctx, addonName, metav1.GetOptions{})
 		rbs, errRB := hub.Kube.RbacV1().RoleBindings(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
 		return apierrors.IsNotFound(errSA) && errRB == nil && len(rbs.Items) == 0, fmt.Sprintf("ServiceAccount: %v; RoleBindings: %v", errSA, rbs)
 	})
 	// The API server looks ServiceAccounts up through its own cache: a moment after the deletion.
-	waitFor(ctx, t, cluster+"'s agent's token no longer authenticating", func() (bool, string) {
+	addontest.WaitFor(ctx, t, cluster+"'s agent's token no longer authenticating", func() (bool, string) {
 		review, err := hub.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
 			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{hubtoken.Audience}}}, metav1.CreateOptions{})
 		return err == nil && !review.Status.Authenticated, fmt.Sprint(review, err)
@@ -675,8 +595,8 @@ func impersonate(t *testing.T, path, cluster string) {
 		t.Fatal(err)
 	}
 	for _, ai := range kc.AuthInfos {
-		ai.Impersonate = agentUser(cluster)
-		ai.ImpersonateGroups = agentGroups(cluster)
+		ai.Impersonate = addontest.AgentUser(addonName, cluster)
+		ai.ImpersonateGroups = addontest.AgentGroups(addonName, cluster)
 	}
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
@@ -693,11 +613,4 @@ func deploymentOf(t *testing.T, work *workv1.ManifestWork) *appsv1.Deployment {
 	}
 	t.Fatal("no Deployment in the ManifestWork")
 	return nil
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

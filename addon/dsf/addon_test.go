@@ -30,6 +30,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/scoreflow/scoreflow/harness/addontest"
 	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
@@ -84,17 +85,7 @@ func TestDSFAddonRunsPublishedSpecs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs := filepath.Join(t.TempDir(), "controllers.log")
-	logFile, err := os.Create(logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			raw, _ := os.ReadFile(logs)
-			t.Logf("controller logs (end):\n%s", tail(string(raw), 8000))
-		}
-	})
+	logFile := addontest.ControllerLog(t, 8000)
 	gc, err := hub.StartGarbageCollector(ctx, logFile)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +128,7 @@ func TestDSFAddonRunsPublishedSpecs(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	work := waitWork(ctx, t, works, "cluster1")
+	work := addontest.WaitWork(ctx, t, works, addonName, "cluster1")
 	dep := checkWork(t, work, "cluster1")
 	checkHubPermissions(ctx, t, hub.Config, "cluster1")
 	runAgent(ctx, t, hub, dep, "cluster1")
@@ -146,8 +137,8 @@ func TestDSFAddonRunsPublishedSpecs(t *testing.T) {
 	if err := addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Delete(ctx, addonName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "the agent's ManifestWork removed", func() (bool, string) {
-		got, err := agentWorks(ctx, works, "cluster1")
+	addontest.WaitFor(ctx, t, "the agent's ManifestWork removed", func() (bool, string) {
+		got, err := addontest.Works(ctx, works, addonName, "cluster1")
 		return err == nil && len(got) == 0, fmt.Sprintf("%d works, %v", len(got), err)
 	})
 	if exited, err := am.Exited(); exited {
@@ -248,7 +239,7 @@ func checkWork(t *testing.T, work *workv1.ManifestWork, cluster string) *appsv1.
 // DynamicScorers where DSF keeps them, mint its own gateway token; nothing else.
 func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cluster string) {
 	t.Helper()
-	agent := kubernetes.NewForConfigOrDie(impersonating(cfg, cluster))
+	agent := kubernetes.NewForConfigOrDie(addontest.Impersonating(cfg, addonName, cluster))
 	can := func(ra authzv1.ResourceAttributes) bool {
 		r, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
 			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
@@ -265,7 +256,7 @@ func checkHubPermissions(ctx context.Context, t *testing.T, cfg *rest.Config, cl
 		{Namespace: cluster, Resource: "serviceaccounts", Subresource: "token", Verb: "create", Name: addonName},
 		{Namespace: cluster, Group: "addon.open-cluster-management.io", Resource: "managedclusteraddons", Verb: "get", Name: addonName},
 	}
-	waitFor(ctx, t, cluster+"'s agent's hub permissions bound", func() (bool, string) {
+	addontest.WaitFor(ctx, t, cluster+"'s agent's hub permissions bound", func() (bool, string) {
 		for _, ra := range allowed {
 			if !can(ra) {
 				return false, fmt.Sprintf("may not %s %s in %s", ra.Verb, ra.Resource, ra.Namespace)
@@ -354,7 +345,7 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, dep *appsv1.
 		t.Fatal(err)
 	}
 	for _, ai := range kc.AuthInfos {
-		ai.Impersonate, ai.ImpersonateGroups = agentUser(cluster), agentGroups(cluster)
+		ai.Impersonate, ai.ImpersonateGroups = addontest.AgentUser(addonName, cluster), addontest.AgentGroups(addonName, cluster)
 	}
 	if err := clientcmd.WriteToFile(*kc, hubKubeconfig); err != nil {
 		t.Fatal(err)
@@ -374,7 +365,7 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, dep *appsv1.
 		}
 		env = append(env, e.Name+"="+v)
 	}
-	p, err := proc.Start(proc.Spec{Name: "dsf-agent", Path: bin, Env: env, Out: &testWriter{t}})
+	p, err := proc.Start(proc.Spec{Name: "dsf-agent", Path: bin, Env: env, Out: addontest.Log{T: t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,72 +395,4 @@ func runAgent(ctx context.Context, t *testing.T, hub *localhub.Hub, dep *appsv1.
 	case <-time.After(90 * time.Second):
 		t.Fatal("the agent sent nothing within 90s")
 	}
-}
-
-func impersonating(cfg *rest.Config, cluster string) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{UserName: agentUser(cluster), Groups: agentGroups(cluster)}
-	return c
-}
-
-func agentUser(cluster string) string {
-	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s:agent:%s", cluster, addonName, addonName)
-}
-
-func agentGroups(cluster string) []string {
-	return []string{
-		fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName),
-		"system:open-cluster-management:addon:" + addonName,
-		"system:authenticated",
-	}
-}
-
-func agentWorks(ctx context.Context, works workclient.Interface, cluster string) ([]workv1.ManifestWork, error) {
-	l, err := works.WorkV1().ManifestWorks(cluster).List(ctx, metav1.ListOptions{LabelSelector: addonv1alpha1.AddonLabelKey + "=" + addonName})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
-
-func waitWork(ctx context.Context, t *testing.T, works workclient.Interface, cluster string) *workv1.ManifestWork {
-	t.Helper()
-	var got []workv1.ManifestWork
-	waitFor(ctx, t, "the agent's ManifestWork in "+cluster, func() (bool, string) {
-		var err error
-		got, err = agentWorks(ctx, works, cluster)
-		return err == nil && len(got) == 1, fmt.Sprintf("%d works, %v", len(got), err)
-	})
-	return &got[0]
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s (last: %s)", what, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
