@@ -93,3 +93,66 @@ func BenchmarkKnownObjectBytes(b *testing.B) {
 		runtime.KeepAlive(w)
 	}
 }
+
+// BenchmarkSkippedObjectBytes measures what the writer holds per object beyond the informer's
+// copy after an update answered Unchanged (a newer observation of the same values): the lines it
+// skipped, kept until the object's next write. After an unchanged refresh a fleet keeps them for
+// every object at once:
+//
+//	go test ./pkg/scorewriter -run '^$' -bench SkippedObjectBytes -benchtime 1x
+func BenchmarkSkippedObjectBytes(b *testing.B) {
+	for range b.N {
+		b.ReportMetric(skippedBytesPerObject(b, 20000), "B/object")
+	}
+}
+
+// TestSkippedLinesCostLessThanTheObject holds what an unchanged refresh leaves with each object
+// well below the informer's copy of it (BenchmarkKnownObjectBytes, about 1 KB), which a fleet
+// already holds once.
+func TestSkippedLinesCostLessThanTheObject(t *testing.T) {
+	if got := skippedBytesPerObject(t, 5000); got > 500 {
+		t.Errorf("an object answered Unchanged keeps %.0f bytes besides the informer's copy, want at most 500", got)
+	}
+}
+
+// skippedBytesPerObject is the heap n objects, each answered Unchanged once, keep in the writer.
+func skippedBytesPerObject(tb testing.TB, n int) float64 {
+	tb.Helper()
+	resources := []string{"fleet-cpu", "fleet-mem", "fleet-gpu", "fleet-latency", "fleet-health"}
+	objs := make([]*clusterv1alpha1.AddOnPlacementScore, n)
+	for i := range objs {
+		var obj clusterv1alpha1.AddOnPlacementScore
+		if err := json.Unmarshal(hubObject(tb, fmt.Sprintf("fleet-%05d", i/len(resources)), resources[i%len(resources)], i), &obj); err != nil {
+			tb.Fatal(err)
+		}
+		objs[i] = slim(&obj)
+	}
+	later := time.Now().Add(time.Minute)
+	w, err := NewWriter(fake.NewSimpleClientset(), DefaultOptions(), NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	skipped := make([]skippedLines, n)
+	before := heapInUse()
+	for i, obj := range objs {
+		key := Key{Cluster: obj.Namespace, Resource: obj.Name}
+		u := NewUpdate(key, []contract.Score{{Name: "a", Value: float64(i % 100)}, {Name: "b", Value: float64(i % 50)}},
+			later, later.Add(30*time.Minute), "test/fleet/"+obj.Name)
+		p := w.plan(key, obj, nil, []*Update{u})
+		if p.changed || p.outcomes[0].Reason != contract.ReasonUnchanged || len(p.skipped) != 2 {
+			tb.Fatalf("%s: a newer observation of the same values is %+v with %d lines skipped, want Unchanged, 2 and no write", key, p.outcomes[0], len(p.skipped))
+		}
+		skipped[i] = p.skipped
+	}
+	for i, obj := range objs {
+		w.remember(Key{Cluster: obj.Namespace, Resource: obj.Name}, obj, skipped[i])
+		skipped[i] = nil
+	}
+	after := heapInUse()
+	if len(w.objects) != n {
+		tb.Fatalf("%d objects keep skipped lines, want %d", len(w.objects), n)
+	}
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(objs) // the informer's copies, which the writer's entries do not count
+	return float64(int64(after)-int64(before)) / float64(n)
+}

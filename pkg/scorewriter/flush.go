@@ -96,7 +96,7 @@ type flushing struct {
 	us  []*Update
 	// cur is the object planned over (nil: not on the hub), with what was skipped at its version.
 	cur     *clusterv1alpha1.AddOnPlacementScore
-	skipped map[string]line
+	skipped skippedLines
 	// confirmed: cur (or its absence) was read or written in this flush, so it is what the hub
 	// holds, not a copy that may be behind.
 	confirmed bool
@@ -238,7 +238,7 @@ func (w *Writer) write(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnP
 
 // load reads key's object from the hub (nil without error when it does not exist), with what was
 // skipped at its version.
-func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, map[string]line, error) {
+func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, skippedLines, error) {
 	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(ctx, key.Resource, metav1.GetOptions{})
 	w.count("get", err)
 	switch {

@@ -31,7 +31,7 @@ func (w *Writer) EnforceMasks(keys ...Key) {
 // left with none is not planned) and out of the object, scores and ledger lines both, so that
 // unmasking lets the next update through whatever its time. The outcomes say Masked where a mask
 // took scores out.
-func (w *Writer) plan(key Key, cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, us []*Update) plan {
+func (w *Writer) plan(key Key, cur *clusterv1alpha1.AddOnPlacementScore, skipped skippedLines, us []*Update) plan {
 	now := w.clock.Now()
 	masked := w.masked(key)
 	if len(masked) == 0 {

@@ -36,7 +36,7 @@ type own struct {
 	// skipped are the lines of updates answered Unchanged (makePlan) while the hub held version
 	// skippedRV: observation times and validity the hub does not hold yet. They stand while the
 	// hub's object is at that version, and are written with its next write.
-	skipped   map[string]line
+	skipped   skippedLines
 	skippedRV string
 }
 
@@ -54,7 +54,7 @@ func (o *object) written() *clusterv1alpha1.AddOnPlacementScore {
 }
 
 // skippedAt are the lines skipped at version rv; nil when none.
-func (o *object) skippedAt(rv string) map[string]line {
+func (o *object) skippedAt(rv string) skippedLines {
 	if o == nil || o.own == nil || o.own.skippedRV != rv {
 		return nil
 	}
@@ -138,7 +138,7 @@ func (w *Writer) take(key Key) (us []*Update, retrying, ok bool) {
 // current is the writer's best copy of key's object: the one it last wrote or read while the
 // informer has not caught up with it, else the informer's; nil when neither knows of one. With it,
 // the lines skipped at its version. The copy is shared: whoever changes it changes a deep copy.
-func (w *Writer) current(key Key) (*clusterv1alpha1.AddOnPlacementScore, map[string]line) {
+func (w *Writer) current(key Key) (*clusterv1alpha1.AddOnPlacementScore, skippedLines) {
 	w.mu.Lock()
 	obj := w.objects[key].written()
 	w.mu.Unlock()
@@ -149,7 +149,7 @@ func (w *Writer) current(key Key) (*clusterv1alpha1.AddOnPlacementScore, map[str
 }
 
 // skippedAt are the lines skipped at obj's version, if any.
-func (w *Writer) skippedAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) map[string]line {
+func (w *Writer) skippedAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) skippedLines {
 	if obj == nil {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (w *Writer) saw(key Key, obj *clusterv1alpha1.AddOnPlacementScore) {
 }
 
 // remember keeps what a plan skipped at obj's version (nil: nothing).
-func (w *Writer) remember(key Key, obj *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line) {
+func (w *Writer) remember(key Key, obj *clusterv1alpha1.AddOnPlacementScore, skipped skippedLines) {
 	if obj == nil {
 		return
 	}

@@ -41,7 +41,7 @@ type plan struct {
 	removed []string
 	// skipped, when nothing is written, are the lines of updates answered Unchanged: newer than
 	// the hub's, kept by the writer with the object until its next write.
-	skipped map[string]line
+	skipped skippedLines
 	// due is when the object next needs a write of its own: a score's expiry, or the validity
 	// owed to skipped updates (see unchangedFor). Zero: never.
 	due time.Time
@@ -66,7 +66,7 @@ type plan struct {
 // skipped; the validity they were given is owed, and due before the stored one would fall below
 // that half, when the writer writes it without waiting for another update. A skip therefore
 // never shortens a score's life: missed refreshes are tolerated as long as without it.
-func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, updates []*Update, now time.Time) plan {
+func makePlan(cur *clusterv1alpha1.AddOnPlacementScore, skipped skippedLines, updates []*Update, now time.Time) plan {
 	m := newMerge(cur, skipped, now)
 	m.dropExpired()
 	outcomes := make([]contract.ItemResult, len(updates))
@@ -115,7 +115,7 @@ type merge struct {
 	validUntilOff bool
 }
 
-func newMerge(cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line, now time.Time) *merge {
+func newMerge(cur *clusterv1alpha1.AddOnPlacementScore, skipped skippedLines, now time.Time) *merge {
 	hub, _ := readLedger(cur) // an unreadable ledger leaves every score without a line
 	m := &merge{now: now, cur: cur, hub: hub, lines: make(map[string]line, len(hub.lines)+4), values: map[string]int32{},
 		owner: map[string]int{}, retiredBy: map[int]bool{}}
@@ -130,9 +130,9 @@ func newMerge(cur *clusterv1alpha1.AddOnPlacementScore, skipped map[string]line,
 		}
 	}
 	m.stored = maps.Clone(m.lines)
-	for name, ln := range skipped {
-		if _, ok := m.lines[name]; ok {
-			m.lines[name] = ln
+	for _, s := range skipped {
+		if _, ok := m.lines[s.name]; ok {
+			m.lines[s.name] = s.line
 		}
 	}
 	m.others = m.othersValidity()
@@ -414,17 +414,15 @@ func (m *merge) due() time.Time {
 }
 
 // unwritten are the merged lines that differ from the hub's.
-func (m *merge) unwritten() map[string]line {
-	var out map[string]line
+func (m *merge) unwritten() skippedLines {
+	var out skippedLines
 	for name, ln := range m.lines {
 		if stored, ok := m.stored[name]; ok && stored != ln {
-			if out == nil {
-				out = map[string]line{}
-			}
-			out[name] = ln
+			out = append(out, namedLine{name: name, line: ln})
 		}
 	}
-	return out
+	slices.SortFunc(out, func(a, b namedLine) int { return strings.Compare(a.name, b.name) })
+	return slices.Clip(out)
 }
 
 // store makes the merged lines what the hub holds: the plan writes them.

@@ -461,7 +461,7 @@ func TestMakePlanUnchangedValuesAreNotWrittenAgain(t *testing.T) {
 		t.Fatalf("same values a minute later: changed=%v %+v, want Unchanged and no write", p.changed, p.outcomes[0])
 	}
 	skipped := p.skipped
-	if ln := skipped["a"]; !ln.observed.Equal(t0.Add(time.Minute)) || !ln.validUntil.Equal(t0.Add(time.Minute+ttl)) {
+	if ln, _ := skipped.get("a"); !ln.observed.Equal(t0.Add(time.Minute)) || !ln.validUntil.Equal(t0.Add(time.Minute+ttl)) {
 		t.Fatalf("skipped %v, want a observed at +1m, valid until +6m", skipped)
 	}
 	// Due when the stored +5m keeps half of what +6m gives: at +4m.
