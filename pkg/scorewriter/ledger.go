@@ -35,23 +35,15 @@ type line struct {
 	validUntil time.Time // when the value stops being valid; zero: never
 }
 
-// skippedLines are the lines of updates answered Unchanged, sorted by name. A slice rather than a
-// map: after an unchanged refresh a fleet keeps one for every object until its next write, and a
-// map of two lines costs as much as the informer's copy of the object (BenchmarkSkippedObjectBytes).
+// skippedLines are the lines of updates answered Unchanged, each with its name. A slice rather
+// than a map: after an unchanged refresh a fleet keeps one for every object until its next write,
+// and a map of two lines costs as much as the informer's copy of the object
+// (BenchmarkSkippedObjectBytes).
 type skippedLines []namedLine
 
 type namedLine struct {
 	name string
 	line line
-}
-
-// get is name's line, if skipped.
-func (s skippedLines) get(name string) (line, bool) {
-	i, ok := slices.BinarySearchFunc(s, name, func(nl namedLine, name string) int { return strings.Compare(nl.name, name) })
-	if !ok {
-		return line{}, false
-	}
-	return s[i].line, true
 }
 
 // ledger is what the writer records about the scores of one object.

@@ -421,7 +421,6 @@ func (m *merge) unwritten() skippedLines {
 			out = append(out, namedLine{name: name, line: ln})
 		}
 	}
-	slices.SortFunc(out, func(a, b namedLine) int { return strings.Compare(a.name, b.name) })
 	return slices.Clip(out)
 }
 

@@ -461,7 +461,7 @@ func TestMakePlanUnchangedValuesAreNotWrittenAgain(t *testing.T) {
 		t.Fatalf("same values a minute later: changed=%v %+v, want Unchanged and no write", p.changed, p.outcomes[0])
 	}
 	skipped := p.skipped
-	if ln, _ := skipped.get("a"); !ln.observed.Equal(t0.Add(time.Minute)) || !ln.validUntil.Equal(t0.Add(time.Minute+ttl)) {
+	if ln := skippedLine(skipped, "a"); !ln.observed.Equal(t0.Add(time.Minute)) || !ln.validUntil.Equal(t0.Add(time.Minute+ttl)) {
 		t.Fatalf("skipped %v, want a observed at +1m, valid until +6m", skipped)
 	}
 	// Due when the stored +5m keeps half of what +6m gives: at +4m.
@@ -533,4 +533,14 @@ func TestMakePlanFarFutureLine(t *testing.T) {
 	if !p.changed || !p.status.ValidUntil.Time.Equal(t0.Add(time.Hour)) {
 		t.Errorf("a bounded refresh: changed=%v validUntil %v", p.changed, p.status.ValidUntil)
 	}
+}
+
+// skippedLine is name's line among skipped; the zero line when it is not there.
+func skippedLine(skipped skippedLines, name string) line {
+	for _, s := range skipped {
+		if s.name == name {
+			return s.line
+		}
+	}
+	return line{}
 }
