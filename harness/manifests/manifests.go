@@ -369,6 +369,35 @@ func Find[T Object](items []Item[T], namespace, name string) (Item[T], bool) {
 	return Item[T]{}, false
 }
 
+// ServiceEnv reads the Knative Service namespace/name from the manifest at path and returns the
+// env its containers set for each of names, as NAME=value: a test or benchmark of a function "as
+// deployed" follows its manifest instead of a copy of its values.
+func ServiceEnv(path, namespace, name string, names ...string) ([]string, error) {
+	s, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	svc, ok := Find(s.Services, namespace, name)
+	if !ok {
+		return nil, fmt.Errorf("%s has no Service %s/%s", path, namespace, name)
+	}
+	var out []string
+	for _, n := range names {
+		found := false
+		for _, c := range svc.Object.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.Name == n {
+					out, found = append(out, n+"="+e.Value), true
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s: Service %s/%s sets no %s", path, namespace, name, n)
+		}
+	}
+	return out, nil
+}
+
 // KoPrefix marks an image that ko builds from a Go main package: ko://<import path>.
 const KoPrefix = "ko://"
 

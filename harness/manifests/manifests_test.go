@@ -215,3 +215,20 @@ func TestKoImportPath(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceEnv(t *testing.T) {
+	path := filepath.Join("..", "..", "deploy", "score-writer.yaml")
+	env, err := ServiceEnv(path, "scoreflow", "score-writer", "GOMEMLIMIT", "MAX_SCORE_SERIES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(env) != 2 || !strings.HasPrefix(env[0], "GOMEMLIMIT=") || env[0] == "GOMEMLIMIT=" || !strings.HasPrefix(env[1], "MAX_SCORE_SERIES=") {
+		t.Errorf("env %q, want GOMEMLIMIT and MAX_SCORE_SERIES with values", env)
+	}
+	if _, err := ServiceEnv(path, "scoreflow", "score-writer", "NOT_SET_ANYWHERE"); err == nil || !strings.Contains(err.Error(), "NOT_SET_ANYWHERE") {
+		t.Errorf("a variable the manifest does not set: err %v, want one naming it", err)
+	}
+	if _, err := ServiceEnv(path, "scoreflow", "no-such-service", "GOMEMLIMIT"); err == nil {
+		t.Error("a Service the manifest does not hold: no error")
+	}
+}

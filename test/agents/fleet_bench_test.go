@@ -33,6 +33,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
@@ -164,8 +165,13 @@ spec:
 	if err := kn.WaitReady(ctx, "scoreflow", 90*time.Second, knlocal.BrokerKind, knlocal.TriggerKind); err != nil {
 		b.Fatal(err)
 	}
-	writer := start1(b, bins["score-writer"], writerPort, kn.Env("KUBECONFIG="+hub.KubeconfigPath(),
-		"TTL=30m", "RETRY_FOR=15s", "EVENT_DEADLINE=40s", "GOMEMLIMIT=176MiB", "MAX_SCORE_SERIES=10000", "LOG_LEVEL=warn"))
+	// The writer's deployed memory settings; TTL 30m, as a refresh of the fleet outlasts the deployed 5m.
+	deployed, err := manifests.ServiceEnv(filepath.Join("..", "..", "deploy", "score-writer.yaml"), "scoreflow", "score-writer",
+		"RETRY_FOR", "EVENT_DEADLINE", "GOMEMLIMIT", "MAX_SCORE_SERIES")
+	if err != nil {
+		b.Fatal(err)
+	}
+	writer := start1(b, bins["score-writer"], writerPort, kn.Env(append([]string{"KUBECONFIG=" + hub.KubeconfigPath(), "TTL=30m", "LOG_LEVEL=warn"}, deployed...)...))
 	agents := filepath.Join(b.TempDir(), "agents.yaml")
 	if err := os.WriteFile(agents, []byte("agents:\n  - addon: "+addon+"\n    types: [io.scoreflow.score.updated]\n    resources: ["+resource+"]\n"), 0o644); err != nil {
 		b.Fatal(err)

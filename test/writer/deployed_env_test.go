@@ -10,32 +10,14 @@ import (
 )
 
 // deployedEnv is the env of deploy/score-writer.yaml's container for the names given, as
-// NAME=value, so that a benchmark of "the writer as deployed" follows the manifest.
+// NAME=value.
 func deployedEnv(tb testing.TB, names ...string) []string {
 	tb.Helper()
-	s, err := manifests.Load(filepath.Join("..", "..", "deploy", "score-writer.yaml"))
+	env, err := manifests.ServiceEnv(filepath.Join("..", "..", "deploy", "score-writer.yaml"), "scoreflow", "score-writer", names...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, ok := manifests.Find(s.Services, "scoreflow", "score-writer")
-	if !ok {
-		tb.Fatal("deploy/score-writer.yaml has no Service scoreflow/score-writer")
-	}
-	var out []string
-	for _, name := range names {
-		found := false
-		for _, c := range svc.Object.Spec.Template.Spec.Containers {
-			for _, e := range c.Env {
-				if e.Name == name {
-					out, found = append(out, name+"="+e.Value), true
-				}
-			}
-		}
-		if !found {
-			tb.Fatalf("deploy/score-writer.yaml sets no %s", name)
-		}
-	}
-	return out
+	return env
 }
 
 // TestDeployedEnv: the fleet benchmarks find the settings they run the writer with.
