@@ -94,6 +94,17 @@ func PodFiles(t testing.TB, hub *localhub.Hub, audience string, subjects ...stri
 // otherwise the key id is one the cluster does not publish.
 func Forge(t testing.TB, token string, keepKeyID bool) string {
 	t.Helper()
+	kid := "not-issued-by-the-cluster"
+	if keepKeyID {
+		kid = KeyID(t, token)
+	}
+	return ForgeWithKeyID(t, token, kid)
+}
+
+// ForgeWithKeyID returns a token with the claims of token, signed by a fresh key of the same
+// algorithm that the cluster never had, naming key id kid.
+func ForgeWithKeyID(t testing.TB, token, kid string) string {
+	t.Helper()
 	parsed, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +125,6 @@ func Forge(t testing.TB, token string, keepKeyID bool) string {
 	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	kid := "not-issued-by-the-cluster"
-	if keepKeyID {
-		kid = parsed.Headers[0].KeyID
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))

@@ -10,24 +10,20 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scoreflow/scoreflow/pkg/auth"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
 
-// Reasons of refused callers, in the failure reply and the log line.
+// Reasons of refused callers, in the failure reply and the log line (package auth's).
 const (
-	// ReasonUnauthenticated: no bearer token, or one that does not verify as issued by the
-	// cluster for this function's audience (bad signature, unknown key, expired, other audience).
-	ReasonUnauthenticated contract.Reason = "Unauthenticated"
-	// ReasonNotAllowed: a valid token of an identity this function does not take events from.
-	ReasonNotAllowed contract.Reason = "NotAllowed"
+	ReasonUnauthenticated = auth.ReasonUnauthenticated
+	ReasonNotAllowed      = auth.ReasonNotAllowed
 )
 
 // In-cluster defaults: the API server as every pod reaches it, and the pod's own projected
@@ -64,26 +60,21 @@ type AuthOptions struct {
 	// Now is the clock token expiry is checked against (default time.Now).
 	Now func() time.Time
 	// KeyRefetchInterval is how often at most the keys are read again for a token naming a key
-	// id not among those read (default DefaultKeyRefetchInterval): a rotated signing key is
+	// id not among those read (default auth.DefaultKeyRefetchInterval): a rotated signing key is
 	// accepted at most this long after its first token, and tokens forged with made-up key ids
 	// cost the API server at most one request per interval.
 	KeyRefetchInterval time.Duration
 }
 
 // Authenticator admits requests whose bearer token the cluster issued to an allowed identity for
-// this function's audience. It verifies the JWT locally with go-oidc against the API server's
+// this function's audience. It verifies the JWT locally (package auth) against the API server's
 // published keys (OIDC discovery, then JWKS), so it needs no TokenReview permission; a token with a
 // key id it has not seen makes it fetch the keys again (at most once per KeyRefetchInterval), so
 // signing keys rotate without a restart.
 type Authenticator struct {
-	opts    AuthOptions
-	client  *http.Client
-	refused *prometheus.CounterVec
-
-	mu       sync.Mutex
-	verifier *oidc.IDTokenVerifier
-	lastTry  time.Time
-	lastErr  error
+	verifier *auth.Verifier
+	subjects []string
+	refused  *prometheus.CounterVec
 }
 
 // NewAuthenticator checks opts; it reaches the API server only when the first request comes, so a
@@ -103,12 +94,6 @@ func NewAuthenticator(opts AuthOptions) (*Authenticator, error) {
 	if opts.DiscoveryURL == "" {
 		opts.DiscoveryURL = DefaultDiscoveryURL
 	}
-	if opts.JWKSURL == "" {
-		opts.JWKSURL = strings.TrimSuffix(opts.DiscoveryURL, "/") + "/openid/v1/jwks"
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	if opts.CAFile != "" {
 		pem, err := os.ReadFile(opts.CAFile)
@@ -123,177 +108,64 @@ func NewAuthenticator(opts AuthOptions) (*Authenticator, error) {
 			return nil, err
 		}
 	}
-	a := &Authenticator{
-		opts:   opts,
-		client: &http.Client{Timeout: 10 * time.Second, Transport: BearerFromFile(opts.TokenFile, transport)},
+	v, err := auth.NewVerifier(auth.Options{Audience: opts.Audience, DiscoveryURL: opts.DiscoveryURL, Issuer: opts.Issuer,
+		JWKSURL: opts.JWKSURL, Now: opts.Now, KeyRefetchInterval: opts.KeyRefetchInterval,
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: BearerFromFile(opts.TokenFile, transport)}})
+	if err != nil {
+		return nil, err
+	}
+	return &Authenticator{verifier: v, subjects: opts.Subjects,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_requests_unauthorized_total",
 			Help: "Requests refused for their caller's identity, by reason and HTTP status.",
 		}, []string{"reason", "code"}),
-	}
-	return a, nil
-}
-
-// retryDiscovery spaces attempts to read discovery while the API server does not answer.
-const retryDiscovery = time.Second
-
-// verifierFor returns the token verifier, reading the discovery document the first time.
-func (a *Authenticator) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.verifier != nil {
-		return a.verifier, nil
-	}
-	if time.Since(a.lastTry) < retryDiscovery && a.lastErr != nil {
-		return nil, a.lastErr
-	}
-	a.lastTry = time.Now()
-	ctx = oidc.ClientContext(ctx, a.client)
-	_, err := oidc.NewProvider(ctx, a.opts.DiscoveryURL)
-	// The API server is reached at an in-cluster name while its issuer is usually another URL
-	// (--service-account-issuer): take the issuer the server itself names, which is what its
-	// tokens carry. The trust comes from the TLS connection to the API server, as in Knative's
-	// own verifier.
-	var mismatch *oidc.IssuerMismatchError
-	issuer := a.opts.DiscoveryURL
-	if errors.As(err, &mismatch) {
-		issuer = mismatch.Discovered
-		_, err = oidc.NewProvider(oidc.InsecureIssuerURLContext(ctx, issuer), a.opts.DiscoveryURL)
-	}
-	if err == nil && a.opts.Issuer != "" && a.opts.Issuer != issuer {
-		err = fmt.Errorf("the API server's issuer is %q, not the configured %q", issuer, a.opts.Issuer)
-	}
-	if err != nil {
-		a.lastErr = fmt.Errorf("OIDC discovery at %s: %w", a.opts.DiscoveryURL, err)
-		return nil, a.lastErr
-	}
-	keys := newKeySet(a.opts.JWKSURL, a.client, a.opts.KeyRefetchInterval)
-	a.verifier = oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: a.opts.Audience, Now: a.opts.Now, SupportedSigningAlgs: signingAlgs})
-	a.lastErr = nil
-	return a.verifier, nil
-}
-
-// signingAlgs are the asymmetric algorithms a cluster may sign with. Not only those the discovery
-// document named at start: a rotation may bring a key of another type (RSA after ECDSA), and each
-// key verifies only signatures of its own type, so allowing them all admits nothing unsigned
-// ("none") or keyed by a shared secret (HMAC).
-var signingAlgs = []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
-	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA}
-
-// refusal is why a request is not admitted.
-type refusal struct {
-	status  int
-	reason  contract.Reason
-	message string
-	cause   error // logged, not answered: it may name internal addresses
+	}, nil
 }
 
 // check verifies r's bearer token and returns the caller's subject, or why it is refused: 401 for
 // a missing or unverifiable token, 403 for an identity not allowed, 503 when the keys cannot be
 // read (the sender retries).
-func (a *Authenticator) check(r *http.Request) (string, *refusal) {
-	raw, ok := bearer(r.Header.Get("Authorization"))
-	if !ok {
-		return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "no bearer token", nil}
-	}
-	sub, ref := a.subject(r.Context(), raw)
-	if ref != nil {
-		return "", ref
-	}
-	if !a.Allows(sub) {
-		return sub, &refusal{http.StatusForbidden, ReasonNotAllowed, "caller " + clip(sub, 200) + " is not allowed", nil}
-	}
-	return sub, nil
-}
-
-// ErrKeysUnavailable: the cluster's token keys could not be read; the caller may retry.
-var ErrKeysUnavailable = errors.New("cannot read the cluster's token keys")
-
-// Subject verifies raw as a token the cluster issued for the audience (signature, issuer,
-// audience, expiry) and returns its subject; it does not check the allowed subjects, so a server
-// whose callers have different rights matches the subject itself (Allows, MatchSubject). The
-// error wraps ErrKeysUnavailable when the failure is transient.
-func (a *Authenticator) Subject(ctx context.Context, raw string) (string, error) {
-	sub, ref := a.subject(ctx, raw)
-	if ref == nil {
-		return sub, nil
-	}
-	if ref.status == http.StatusServiceUnavailable {
-		return "", fmt.Errorf("%w: %v", ErrKeysUnavailable, ref.cause)
-	}
-	return "", errors.New(ref.message)
-}
-
-func (a *Authenticator) subject(ctx context.Context, raw string) (string, *refusal) {
-	v, err := a.verifierFor(ctx)
+func (a *Authenticator) check(r *http.Request) (string, *auth.Refusal) {
+	raw, err := auth.Bearer(r.Header)
 	if err != nil {
-		return "", &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the cluster's token keys", err}
+		return "", auth.Refuse(err)
 	}
-	tok, err := v.Verify(ctx, raw)
+	tok, err := a.verifier.Verify(r.Context(), raw)
 	if err != nil {
-		var expired *oidc.TokenExpiredError
-		switch {
-		case errors.As(err, &expired):
-			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, "token expired", nil}
-		// The keys could not be read, or not yet again (keySet): transient.
-		case strings.Contains(err.Error(), keysUnavailable):
-			return "", &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the cluster's token keys", err}
-		default:
-			return "", &refusal{http.StatusUnauthorized, ReasonUnauthenticated, invalidToken(err), err}
-		}
+		return "", auth.Refuse(err)
+	}
+	if !a.Allows(tok.Subject) {
+		return tok.Subject, auth.NotAllowed(tok.Subject, "is not allowed")
 	}
 	return tok.Subject, nil
 }
 
-// invalidToken is what a caller is told about a token that does not verify: the kind of failure,
-// never go-oidc's text, which names the issuer and audience expected (the log line has it).
-func invalidToken(err error) string {
-	msg := err.Error()
-	for _, c := range []struct{ marker, say string }{
-		{"malformed", "token not valid: malformed"},
-		{"issued by a different provider", "token not valid: wrong issuer"},
-		{"audience", "token not valid: wrong audience"},
-		{noSuchKey, "token not valid: signature not verified"},
-		{"signature", "token not valid: signature not verified"},
-		{"nbf", "token not valid yet"},
-	} {
-		if strings.Contains(msg, c.marker) {
-			return c.say
+// ErrKeysUnavailable: the cluster's token keys could not be read; the caller may retry.
+var ErrKeysUnavailable = auth.ErrKeysUnavailable
+
+// Subject verifies raw as a token the cluster issued for the audience (signature, issuer,
+// audience, expiry) and returns its subject; it does not check the allowed subjects, so a server
+// whose callers have different rights matches the subject itself (Allows, MatchSubject). The
+// error wraps ErrKeysUnavailable when the failure is transient; its text is what the caller may
+// be told.
+func (a *Authenticator) Subject(ctx context.Context, raw string) (string, error) {
+	tok, err := a.verifier.Verify(ctx, raw)
+	if err != nil {
+		ref := auth.Refuse(err)
+		if ref.Status == http.StatusServiceUnavailable {
+			return "", err
 		}
+		return "", errors.New(ref.Message)
 	}
-	return "token not valid"
+	return tok.Subject, nil
 }
 
 // Allows reports whether sub is one of the allowed subjects.
-func (a *Authenticator) Allows(sub string) bool { return MatchSubject(a.opts.Subjects, sub) }
+func (a *Authenticator) Allows(sub string) bool { return auth.MatchSubject(a.subjects, sub) }
 
 // MatchSubject matches sub against patterns exactly or by a prefix ending in "*", as an
 // EventPolicy's from[].sub does.
-func MatchSubject(patterns []string, sub string) bool {
-	for _, s := range patterns {
-		if p, ok := strings.CutSuffix(s, "*"); ok && strings.HasPrefix(sub, p) || s == sub {
-			return true
-		}
-	}
-	return false
-}
-
-// bearer extracts the token of an "Authorization: Bearer <token>" header.
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	return tok, true
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+func MatchSubject(patterns []string, sub string) bool { return auth.MatchSubject(patterns, sub) }
 
 // guard wraps app so that only admitted callers reach it. The refusal is the function's failure
 // reply (a ...failed event with the reason, in a body well under Knative's 768-byte limit) and a
@@ -305,21 +177,19 @@ func (a *Authenticator) guard(app http.Handler, onFailure FailureReply, log *slo
 			app.ServeHTTP(w, r)
 			return
 		}
-		a.refused.WithLabelValues(string(ref.reason), fmt.Sprint(ref.status)).Inc()
-		attrs := []any{"status", ref.status, "reason", ref.reason, "message", ref.message,
+		a.refused.WithLabelValues(string(ref.Reason), fmt.Sprint(ref.Status)).Inc()
+		attrs := []any{"status", ref.Status, "reason", ref.Reason, "message", ref.Message,
 			"subject", sub, "remote", r.RemoteAddr, "ceId", r.Header.Get("Ce-Id"), "ceSource", r.Header.Get("Ce-Source")}
-		if ref.cause != nil {
-			attrs = append(attrs, "err", ref.cause.Error())
+		if ref.Err != nil {
+			attrs = append(attrs, "err", ref.Err.Error())
 		}
 		log.Warn("caller refused", attrs...)
-		if ref.status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-		}
+		ref.SetHeaders(w.Header())
 		if onFailure == nil {
-			http.Error(w, string(ref.reason)+": "+ref.message, ref.status)
+			http.Error(w, string(ref.Reason)+": "+ref.Message, ref.Status)
 			return
 		}
-		writeReply(r.Context(), w, Response{Status: ref.status, Event: onFailure(contract.EventRef{}, ref.reason, ref.message)}, log)
+		writeReply(r.Context(), w, Response{Status: ref.Status, Event: onFailure(contract.EventRef{}, ref.Reason, ref.Message)}, log)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/pkg/auth"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
@@ -227,7 +228,7 @@ func TestAuthFollowsSigningKeyRotation(t *testing.T) {
 	if authtest.KeyID(t, after) == authtest.KeyID(t, before) {
 		t.Fatalf("the API server still signs with key %s", authtest.KeyID(t, before))
 	}
-	deadline := time.Now().Add(function.DefaultKeyRefetchInterval + 5*time.Second)
+	deadline := time.Now().Add(auth.DefaultKeyRefetchInterval + 5*time.Second)
 	for {
 		status, body, _ := postAuthorized(t, url, "Bearer "+after)
 		if status == http.StatusAccepted {
@@ -324,7 +325,9 @@ func TestAuthRefusalsDoNotNameTheExpectedIssuer(t *testing.T) {
 	opts := authtest.PodFiles(t, hub, audience, authtest.Subject(ns, "caller"))
 	// A discovery document naming another issuer: the cluster's own tokens are then validly
 	// signed (the keys are the cluster's) but from the wrong issuer.
-	const issuer = "https://issuer.internal.example:6443/secret-path"
+	// The path holds words of other failures: the refusal comes from what failed, not from
+	// what an error's text contains.
+	const issuer = "https://issuer.internal.example:6443/malformed-audience-secret-path"
 	var jwks string
 	jwks, _ = keysProxy(t, hub)
 	disco := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -345,6 +348,43 @@ func TestAuthRefusalsDoNotNameTheExpectedIssuer(t *testing.T) {
 	}
 	if handled.Load() != 0 {
 		t.Errorf("handler ran %d times", handled.Load())
+	}
+}
+
+// A token is refused for what is wrong with it, whatever its key id says: one naming a key the
+// cluster does not publish is 401 once the keys have been read again, even when its key id reads
+// like a transient failure.
+func TestAuthRefusalDoesNotDependOnTheTokensText(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hub.Stop() }()
+	opts := authtest.PodFiles(t, hub, audience, authtest.Subject(ns, "caller"))
+	opts.KeyRefetchInterval = time.Second
+	url, handled := guarded(t, opts)
+	good := authtest.Token(t, hub.Kube, ns, "caller", audience)
+	if status, body, _ := postAuthorized(t, url, "Bearer "+good); status != http.StatusAccepted {
+		t.Fatalf("a valid token got %d %s", status, body)
+	}
+	time.Sleep(opts.KeyRefetchInterval)
+	for _, kid := range []string{"signing keys unavailable", "cannot read the cluster's token keys"} {
+		forged := authtest.ForgeWithKeyID(t, good, kid)
+		var status int
+		var f *contract.Failure
+		// The first after the interval reads the keys again; any later one is within it.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			status, _, f = postAuthorized(t, url, "Bearer "+forged)
+			if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				break
+			}
+		}
+		if status != http.StatusUnauthorized || f == nil || f.Message != "token not valid: signature not verified" {
+			t.Errorf("key id %q: %d %+v, want 401 signature not verified", kid, status, f)
+		}
+	}
+	if handled.Load() != 1 {
+		t.Errorf("handler ran %d times, want 1", handled.Load())
 	}
 }
 
