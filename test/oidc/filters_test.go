@@ -25,8 +25,10 @@ import (
 // Knative broker with sender identity on, and posts as the identities it names: each sender's own
 // events are admitted (202); a forged scoreflowresource, a scorer sending optimize.requested or a
 // ping, a schedule pinging another scorer, the watcher sending scores, the agent gateway sending
-// another resource, are refused (403) by the ingress itself; and only the admitted events reach
-// a Trigger that takes everything.
+// another resource, and any sender but the gateway posting under an agent's source (a
+// never-expiring score of its own resource, which the writer would record as the agent's) or
+// another sender's, are refused (403) by the ingress itself; and only the admitted events reach a
+// Trigger that takes everything.
 func TestBrokerIngressEnforcesTheFilters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -83,6 +85,8 @@ spec:
 		watcher        = "metric-watcher-oidc-sources.knative.dev-sinkbinding"
 		gateway        = "agent-gateway-oidc-sources.knative.dev-sinkbinding"
 		writerTrigger  = "score-writer-oidc-eventing.knative.dev-trigger"
+		staticTrigger  = "static-scorer-oidc-eventing.knative.dev-trigger"
+		staticParts    = "static-scorer-oidc-sources.knative.dev-sinkbinding"
 	)
 	score := func(resource, extension, source string) event.Event {
 		e := newEvent(contract.TypeScoreUpdated, source)
@@ -93,17 +97,27 @@ spec:
 			Items: []contract.ClusterScores{{Cluster: "cluster3", Scores: []contract.Score{{Name: "s", Value: 100}}}}})
 		return e
 	}
-	ping := func(scorer string) event.Event {
-		e := newEvent(contract.TypePing, "/apis/v1/namespaces/scoreflow/pingsources/p")
+	const promqlPing = "/apis/v1/namespaces/scoreflow/pingsources/promql-cpu-idle"
+	ping := func(scorer, source string) event.Event {
+		e := newEvent(contract.TypePing, source)
 		if scorer != "" {
 			e.SetExtension("scorer", scorer)
 		}
 		_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"resource":"cpu-idle"}`))
 		return e
 	}
-	of := func(typ string) event.Event {
-		e := newEvent(typ, "scoreflow/test")
+	of := func(typ, source string) event.Event {
+		e := newEvent(typ, source)
 		_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"namespace":"kube-system"}`))
+		return e
+	}
+	// The static-scorer's identity posing as the DSF agent of cluster2, with a never-expiring
+	// score of a resource both may write.
+	posing := func() event.Event {
+		e := newEvent(contract.TypeScoreUpdated, agentgateway.SourcePrefix+"scoreflow-dsf-agent/cluster2")
+		e.SetExtension(contract.ExtResource, "example-performance-score")
+		_ = e.SetData(cloudevents.ApplicationJSON, contract.ScoreUpdated{Resource: "example-performance-score", NeverExpires: true,
+			Items: []contract.ClusterScores{{Cluster: "cluster2", Scores: []contract.Score{{Name: "s", Value: 100}}}}})
 		return e
 	}
 	agentSource := agentgateway.SourcePrefix + "scoreflow-latency-agent/cluster1"
@@ -113,22 +127,30 @@ spec:
 		status   int
 	}{
 		{"the promql-scorer's score of cpu-idle", promqlTrigger, score("cpu-idle", "cpu-idle", "scoreflow/promql-scorer"), http.StatusAccepted},
-		{"the promql-scorer's score.failed", promqlTrigger, of(contract.TypeScoreFailed), http.StatusAccepted},
+		{"the promql-scorer's score.failed", promqlTrigger, of(contract.TypeScoreFailed, "scoreflow/promql-scorer"), http.StatusAccepted},
 		{"the promql-scorer forging another resource", promqlTrigger, score("cluster-health", "cluster-health", "scoreflow/promql-scorer"), http.StatusForbidden},
 		{"the promql-scorer without scoreflowresource", promqlTrigger, score("cpu-idle", "", "scoreflow/promql-scorer"), http.StatusForbidden},
-		{"the promql-scorer sending optimize.requested", promqlTrigger, of(optimizer.TypeRequested), http.StatusForbidden},
-		{"the promql-scorer sending optimize.reset.requested", promqlTrigger, of(optimizer.TypeResetRequested), http.StatusForbidden},
-		{"the promql-scorer sending a ping", promqlTrigger, ping("promql-scorer"), http.StatusForbidden},
-		{"the promql schedule's ping", promqlSchedule, ping("promql-scorer"), http.StatusAccepted},
-		{"the promql schedule pinging another scorer", promqlSchedule, ping("dsf-bridge"), http.StatusForbidden},
-		{"the promql schedule sending a score", promqlSchedule, score("cpu-idle", "cpu-idle", "x"), http.StatusForbidden},
-		{"the watcher's metric.changed", watcher, of(contract.TypeMetricChanged), http.StatusAccepted},
-		{"the watcher sending a score", watcher, score("cpu-idle", "cpu-idle", "x"), http.StatusForbidden},
+		{"the promql-scorer sending optimize.requested", promqlTrigger, of(optimizer.TypeRequested, "scoreflow/promql-scorer"), http.StatusForbidden},
+		{"the promql-scorer sending optimize.reset.requested", promqlTrigger, of(optimizer.TypeResetRequested, "scoreflow/promql-scorer"), http.StatusForbidden},
+		{"the promql-scorer sending a ping", promqlTrigger, ping("promql-scorer", promqlPing), http.StatusForbidden},
+		{"the promql-scorer posing as an agent", promqlTrigger, score("cpu-idle", "cpu-idle", agentSource), http.StatusForbidden},
+		{"the promql-scorer posing as another scorer", promqlTrigger, score("cpu-idle", "cpu-idle", "scoreflow/resource-scorer"), http.StatusForbidden},
+		{"the static-scorer's score", staticTrigger, score("example-performance-score", "example-performance-score", "scoreflow/static-scorer"), http.StatusAccepted},
+		{"the static-scorer posing as cluster2's DSF agent, never expiring", staticTrigger, posing(), http.StatusForbidden},
+		{"the static-scorer's parts posing as cluster2's DSF agent", staticParts, posing(), http.StatusForbidden},
+		{"the promql schedule's ping", promqlSchedule, ping("promql-scorer", promqlPing), http.StatusAccepted},
+		{"the promql schedule pinging another scorer", promqlSchedule, ping("dsf-bridge", promqlPing), http.StatusForbidden},
+		{"the promql schedule posing as another schedule", promqlSchedule, ping("promql-scorer", "/apis/v1/namespaces/scoreflow/pingsources/p"), http.StatusForbidden},
+		{"the promql schedule sending a score", promqlSchedule, score("cpu-idle", "cpu-idle", promqlPing), http.StatusForbidden},
+		{"the watcher's metric.changed", watcher, of(contract.TypeMetricChanged, "scoreflow/metric-watcher"), http.StatusAccepted},
+		{"the watcher posing as the alertmanager-adapter", watcher, of(contract.TypeMetricChanged, "scoreflow/alertmanager-adapter"), http.StatusForbidden},
+		{"the watcher sending a score", watcher, score("cpu-idle", "cpu-idle", "scoreflow/metric-watcher"), http.StatusForbidden},
 		{"the gateway's agent score", gateway, score("latency", "latency", agentSource), http.StatusAccepted},
 		{"the gateway sending another resource", gateway, score("cpu-idle", "cpu-idle", agentSource), http.StatusForbidden},
 		{"the gateway's score not from an agent", gateway, score("latency", "latency", "scoreflow/agent-gateway"), http.StatusForbidden},
-		{"the writer's write.done", writerTrigger, of(contract.TypeWriteDone), http.StatusAccepted},
-		{"the writer sending a score", writerTrigger, score("cpu-idle", "cpu-idle", "x"), http.StatusForbidden},
+		{"the writer's write.done", writerTrigger, of(contract.TypeWriteDone, "scoreflow/score-writer"), http.StatusAccepted},
+		{"the writer's write.done posing as an agent", writerTrigger, of(contract.TypeWriteDone, agentSource), http.StatusForbidden},
+		{"the writer sending a score", writerTrigger, score("cpu-idle", "cpu-idle", "scoreflow/score-writer"), http.StatusForbidden},
 	}
 	admitted := map[string]bool{}
 	for _, c := range cases {

@@ -43,7 +43,8 @@ const (
 // dead-lettering (the Trigger's token for the dead-letter sink's audience) still reaches it. An
 // assistant's optimise call through the MCP server reaches the optimizer with the MCP server's
 // own token (checkMCPOptimizes). An agent's score reaches the hub through the agent gateway, for
-// its own cluster only (checkAgentThroughGateway).
+// its own cluster only (checkAgentThroughGateway). A scorer cannot post under an agent's source
+// (checkSourceIsTheSender).
 func TestFlowWithSenderIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -203,6 +204,7 @@ func TestFlowWithSenderIdentity(t *testing.T) {
 
 	checkMCPOptimizes(t, ctx, s)
 	checkAgentThroughGateway(t, ctx, s)
+	checkSourceIsTheSender(t, ctx, s)
 
 	if crashed := s.Knative.Crashed(); len(crashed) > 0 {
 		t.Errorf("Knative processes crashed: %v", crashed)

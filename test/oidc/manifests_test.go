@@ -326,8 +326,11 @@ func TestReadmeOverlayKeepsAnAddition(t *testing.T) {
 		for _, f := range from {
 			if f.(map[string]any)["sub"] == want {
 				named++
-				if filters, _, _ := unstructured.NestedSlice(o.Object, "spec", "filters"); len(filters) != 1 || len(from) != 1 {
+				filters, _, _ := unstructured.NestedSlice(o.Object, "spec", "filters")
+				if len(filters) != 1 || len(from) != 1 {
 					t.Errorf("EventPolicy %s admits %v with filters %v; want the scorer alone, with one filter", o.GetName(), from, filters)
+				} else if cesql, _ := filters[0].(map[string]any)["cesql"].(string); !strings.HasPrefix(cesql, "source = ") {
+					t.Errorf("EventPolicy %s's filter %v does not bind the scorer's source", o.GetName(), filters[0])
 				}
 			}
 		}

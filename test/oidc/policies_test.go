@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"knative.dev/eventing/pkg/apis/eventing/v1alpha1"
 	"knative.dev/eventing/pkg/apis/feature"
+	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"knative.dev/eventing/pkg/auth"
 	"knative.dev/eventing/pkg/eventfilter"
 	"knative.dev/eventing/pkg/eventfilter/subscriptionsapi"
@@ -25,6 +26,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/pkg/agentgateway"
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/optimizer"
 )
 
@@ -65,6 +67,33 @@ func ce(typ string, ext map[string]string) event.Event {
 	return e
 }
 
+// from is e with source src.
+func from(src string, e event.Event) event.Event {
+	e = e.Clone()
+	e.SetSource(src)
+	return e
+}
+
+// posing are sources a sender may try to pass its own events off under: an agent's (whose
+// never-expiring scores the writer retires by source), another function's, another schedule's.
+var posing = []string{agentgateway.SourcePrefix + "scoreflow-dsf-agent/cluster2", "scoreflow/static-scorer", "scoreflow/another-function",
+	"/apis/v1/namespaces/scoreflow/pingsources/another-schedule"}
+
+// bindSources makes s's legitimate events carry its own source and adds each of them, under every
+// source of posing but its own, to what it must be refused.
+func bindSources(s sender, own string) sender {
+	for i, e := range s.legitimate {
+		s.legitimate[i] = from(own, e)
+		for _, src := range posing {
+			agents := strings.HasPrefix(own, agentgateway.SourcePrefix)
+			if src != own && (!agents || !strings.HasPrefix(src, agentgateway.SourcePrefix)) {
+				s.illegitimate = append(s.illegitimate, from(src, e))
+			}
+		}
+	}
+	return s
+}
+
 // Types a sender may be tempted to send: every type of the contract and the optimizer's.
 var allTypes = []string{contract.TypePing, contract.TypeMetricChanged, contract.TypeScoreUpdated, contract.TypeScoreFailed,
 	contract.TypeWriteDone, contract.TypeWriteFailed, optimizer.TypeRequested, optimizer.TypeDone, optimizer.TypeFailed,
@@ -74,7 +103,8 @@ var allTypes = []string{contract.TypePing, contract.TypeMetricChanged, contract.
 // it may send: PingSources their pings for their scorer; the ApiServerSource its apiserver events;
 // each Service (its SinkBinding's identity, and its Trigger's for its replies) the types its
 // scoreflow.io/emits annotation names, score.updated only for the resources its deployment
-// names (RESOURCES, or the agent gateway's table, from /scoreflow/agents/).
+// names (RESOURCES, or the agent gateway's table, from /scoreflow/agents/). Each sends under its
+// own source only: scoreflow/<function>, the PingSource's, the agent gateway's agents'.
 func senders(t *testing.T) []sender {
 	t.Helper()
 	var out []sender
@@ -122,23 +152,18 @@ func senders(t *testing.T) []sender {
 			if len(owns[svc]) == 0 {
 				t.Errorf("%s sends score.updated and its deployment names no resources", svc)
 			}
-			source := "scoreflow/" + svc
-			if svc == "agent-gateway" {
-				source = agentgateway.SourcePrefix + "scoreflow-latency-agent/cluster1"
-			}
 			for _, r := range owns[svc] {
-				e := ce(typ, map[string]string{contract.ExtResource: r})
-				e.SetSource(source)
-				legit = append(legit, e)
+				legit = append(legit, ce(typ, map[string]string{contract.ExtResource: r}))
 			}
-			forged := ce(typ, map[string]string{contract.ExtResource: "someone-elses"})
-			forged.SetSource(source)
-			unnamed := ce(typ, nil)
-			unnamed.SetSource(source)
+			forged := from(sourceOf(svc), ce(typ, map[string]string{contract.ExtResource: "someone-elses"}))
+			unnamed := from(sourceOf(svc), ce(typ, nil))
 			not = append(not, forged, unnamed)
 			if svc == "agent-gateway" {
-				e := ce(typ, map[string]string{contract.ExtResource: owns[svc][0]})
-				not = append(not, e) // not from an agent's source
+				// Not from an agent's source: its own function source, or one merely containing
+				// the agents' prefix.
+				for _, src := range []string{"scoreflow/agent-gateway", "/x" + agentgateway.SourcePrefix + "a/cluster1"} {
+					not = append(not, from(src, ce(typ, map[string]string{contract.ExtResource: owns[svc][0]})))
+				}
 			}
 		}
 		return legit, not
@@ -147,24 +172,27 @@ func senders(t *testing.T) []sender {
 		switch o.GetKind() {
 		case "PingSource":
 			scorer, _, _ := unstructured.NestedString(o.Object, "spec", "ceOverrides", "extensions", "scorer")
+			own := sourcesv1.PingSourceSource(ns, o.GetName())
 			s := sender{subject: subject(o), what: "PingSource " + o.GetName(),
 				legitimate:   []event.Event{ce(contract.TypePing, map[string]string{"scorer": scorer})},
-				illegitimate: []event.Event{ce(contract.TypePing, map[string]string{"scorer": "another-scorer"}), ce(contract.TypePing, nil)}}
+				illegitimate: []event.Event{from(own, ce(contract.TypePing, map[string]string{"scorer": "another-scorer"})), from(own, ce(contract.TypePing, nil))}}
 			for _, typ := range allTypes[1:] {
-				s.illegitimate = append(s.illegitimate, ce(typ, map[string]string{"scorer": scorer}))
+				s.illegitimate = append(s.illegitimate, from(own, ce(typ, map[string]string{"scorer": scorer})))
 			}
-			out = append(out, s)
+			out = append(out, bindSources(s, own))
 		case "ApiServerSource":
+			// Its events' source is the address of the API server it watches.
+			const own = "https://10.96.0.1:443"
 			s := sender{subject: subject(o), what: "ApiServerSource " + o.GetName(),
 				legitimate: []event.Event{ce("dev.knative.apiserver.resource.add", nil), ce("dev.knative.apiserver.resource.update", nil), ce("dev.knative.apiserver.resource.delete", nil)}}
 			for _, typ := range allTypes[:len(allTypes)-1] {
-				s.illegitimate = append(s.illegitimate, ce(typ, nil))
+				s.illegitimate = append(s.illegitimate, from(own, ce(typ, nil)))
 			}
-			out = append(out, s)
+			out = append(out, bindSources(s, own))
 		case "SinkBinding":
 			svc, _, _ := unstructured.NestedString(o.Object, "spec", "subject", "name")
 			legit, not := serviceSends(svc)
-			out = append(out, sender{subject: subject(o), what: "SinkBinding of " + svc, legitimate: legit, illegitimate: not, owns: owns[svc]})
+			out = append(out, bindSources(sender{subject: subject(o), what: "SinkBinding of " + svc, legitimate: legit, illegitimate: not, owns: owns[svc]}, sourceOf(svc)))
 		}
 	}
 	for _, tr := range read(t, "oidc/triggers") {
@@ -173,9 +201,18 @@ func senders(t *testing.T) []sender {
 		}
 		svc, _, _ := unstructured.NestedString(tr.Object, "spec", "subscriber", "ref", "name")
 		legit, not := serviceSends(svc)
-		out = append(out, sender{subject: subject(tr), what: "Trigger of " + svc + " (its replies)", legitimate: legit, illegitimate: not, owns: owns[svc]})
+		out = append(out, bindSources(sender{subject: subject(tr), what: "Trigger of " + svc + " (its replies)", legitimate: legit, illegitimate: not, owns: owns[svc]}, sourceOf(svc)))
 	}
 	return out
+}
+
+// sourceOf is the CloudEvents source of what Service svc sends: function.Function's, or for the
+// agent gateway an agent's.
+func sourceOf(svc string) string {
+	if svc == "agent-gateway" {
+		return agentgateway.SourcePrefix + "scoreflow-latency-agent/cluster1"
+	}
+	return (&function.Function{Name: svc}).Source()
 }
 
 func contains(list []string, s string) bool {
@@ -311,8 +348,9 @@ func TestEventPoliciesLetEachSenderSayOnlyItsOwn(t *testing.T) {
 
 // TestSecurityDocsCustomScorerPolicy: the EventPolicy docs/security.md gives for a custom scorer
 // passes Knative's validation and, evaluated by Knative's filter code, admits its scorer's
-// score.updated of its resource and score.failed, and refuses its score of another resource, a
-// score without the extension, and pings.
+// score.updated of its resource and score.failed from its own source, and refuses its score of
+// another resource, a score without the extension, pings, and its own events under another
+// source (an agent's, a scoreflow function's).
 func TestSecurityDocsCustomScorerPolicy(t *testing.T) {
 	raw, err := os.ReadFile(repo + "/docs/security.md")
 	if err != nil {
@@ -341,19 +379,24 @@ func TestSecurityDocsCustomScorerPolicy(t *testing.T) {
 		t.Fatalf("the documented policy admits %+v, want %s", p.Spec.From, sub)
 	}
 	swf := []auth.SubjectsWithFilters{{Subjects: []string{sub}, Filters: p.Spec.Filters}}
+	const own = "my-scorer"
+	cost := ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cost"})
 	for _, c := range []struct {
 		e    event.Event
 		pass bool
 	}{
-		{ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cost"}), true},
-		{ce(contract.TypeScoreFailed, nil), true},
-		{ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cpu-idle"}), false},
-		{ce(contract.TypeScoreUpdated, nil), false},
-		{ce(contract.TypePing, map[string]string{"scorer": "my-scorer"}), false},
-		{ce(optimizer.TypeRequested, nil), false},
+		{from(own, cost), true},
+		{from(own, ce(contract.TypeScoreFailed, nil)), true},
+		{from(own, ce(contract.TypeScoreUpdated, map[string]string{contract.ExtResource: "cpu-idle"})), false},
+		{from(own, ce(contract.TypeScoreUpdated, nil)), false},
+		{from(own, ce(contract.TypePing, map[string]string{"scorer": "my-scorer"})), false},
+		{from(own, ce(optimizer.TypeRequested, nil)), false},
+		{from(agentgateway.SourcePrefix+"scoreflow-latency-agent/cluster1", cost), false},
+		{from("scoreflow/static-scorer", cost), false},
+		{from(agentgateway.SourcePrefix+"x", ce(contract.TypeScoreFailed, nil)), false},
 	} {
 		if got := auth.SubjectAndFiltersPass(context.Background(), sub, swf, &c.e, zap.NewNop().Sugar()); got != c.pass {
-			t.Errorf("%s %v: admitted %v, want %v", c.e.Type(), c.e.Extensions(), got, c.pass)
+			t.Errorf("%s from %s %v: admitted %v, want %v", c.e.Type(), c.e.Source(), c.e.Extensions(), got, c.pass)
 		}
 	}
 }
