@@ -35,7 +35,7 @@ func TestAgentModeAsDeployed(t *testing.T) {
 	defer target.Close()
 	sink := functest.NewSink(t, nil)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("resource: latency\nlatencies:\n- {name: hub-api, url: '"+target.URL+"', runs: 2, waitBetweenRuns: 10ms}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("resource: latency\nlatencies:\n- {name: hub-api, url: '"+target.URL+"', runs: 2, waitBetweenRuns: 100ms}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fn := functest.Start(t, []string{"K_SINK=" + sink.URL, `K_CE_OVERRIDES={"extensions":{"fromcluster":"east-1"}}`},

@@ -45,7 +45,7 @@ func TestAgentSendsToSinkWithOverrides(t *testing.T) {
 	sinkURL, got := sink(t)
 	cfgFile := filepath.Join(t.TempDir(), "latency.yaml")
 	// YAML, as a ConfigMap would hold it; entries score the agent's own cluster.
-	yml := "resource: latency\nlatencies:\n- name: redhat-com-avgLatency\n  url: " + target.URL + "\n  runs: 2\n  waitBetweenRuns: 10ms\n"
+	yml := "resource: latency\nlatencies:\n- name: redhat-com-avgLatency\n  url: " + target.URL + "\n  runs: 2\n  waitBetweenRuns: 100ms\n"
 	if err := os.WriteFile(cfgFile, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -13,9 +14,11 @@ import (
 
 // Limits and defaults of one entry (see the package doc).
 const (
-	DefaultRuns    = 3
-	MaxRuns        = 20
-	DefaultWait    = time.Second
+	DefaultRuns = 3
+	MaxRuns     = 20
+	DefaultWait = time.Second
+	// MinWait is the least waitBetweenRuns: the runs of one entry are spaced at least this far.
+	MinWait        = 100 * time.Millisecond
 	MaxWait        = time.Minute
 	DefaultTimeout = 10 * time.Second
 	MaxTimeout     = time.Minute
@@ -23,6 +26,17 @@ const (
 	// within the Trigger's delivery timeout.
 	MaxEntryTime = 5 * time.Minute
 	MaxEntries   = 100
+)
+
+// Limits of the requests one configuration (one ping, one round of an agent) makes. Entries run
+// concurrently and may name the same host under different score names, paths or ports, so each
+// entry's bounds alone would let a small event ask one host for MaxEntries*MaxRuns requests.
+const (
+	// MaxRunsPerHost bounds the runs of all entries measuring one host (the URL's host name,
+	// whatever its port): as many as one entry may make.
+	MaxRunsPerHost = MaxRuns
+	// MaxRunsPerPing bounds the runs of all entries: every entry at DefaultRuns.
+	MaxRunsPerPing = MaxEntries * DefaultRuns
 )
 
 // DefaultNormalization maps 0 ms to 100 and 1000 ms or more to -100.
@@ -95,7 +109,41 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("latencies[%d]: %w", i, err)
 		}
 	}
+	return c.checkRequests()
+}
+
+// checkRequests refuses a configuration asking for more runs than MaxRunsPerPing in all or
+// MaxRunsPerHost of one host. Call after the entries are validated (defaults filled in).
+func (c *Config) checkRequests() error {
+	total := 0
+	perHost := map[string]int{}
+	var hosts []string
+	for _, t := range c.Latencies {
+		total += t.Runs
+		h := hostOf(t.URL)
+		if _, ok := perHost[h]; !ok {
+			hosts = append(hosts, h)
+		}
+		perHost[h] += t.Runs
+	}
+	if total > MaxRunsPerPing {
+		return fmt.Errorf("latencies: %d runs in all, more than %d: measure fewer targets or with fewer runs", total, MaxRunsPerPing)
+	}
+	for _, h := range hosts {
+		if n := perHost[h]; n > MaxRunsPerHost {
+			return fmt.Errorf("latencies: %d runs measure host %s, more than %d: the runs of every entry naming one host count together", n, contract.Truncate(h, 100), MaxRunsPerHost)
+		}
+	}
 	return nil
+}
+
+// hostOf is the host name of a URL validURL accepted, in lower case and without its port.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.ToLower(u.Hostname())
 }
 
 func (t *Target) validate() error {
@@ -119,8 +167,8 @@ func (t *Target) validate() error {
 	if t.WaitBetweenRuns == 0 {
 		t.WaitBetweenRuns = Duration(DefaultWait)
 	}
-	if t.WaitBetweenRuns < 0 || time.Duration(t.WaitBetweenRuns) > MaxWait {
-		return fmt.Errorf("waitBetweenRuns: %s is not between 0 and %s", time.Duration(t.WaitBetweenRuns), MaxWait)
+	if time.Duration(t.WaitBetweenRuns) < MinWait || time.Duration(t.WaitBetweenRuns) > MaxWait {
+		return fmt.Errorf("waitBetweenRuns: %s is not between %s and %s", time.Duration(t.WaitBetweenRuns), MinWait, MaxWait)
 	}
 	if t.Timeout == 0 {
 		t.Timeout = Duration(DefaultTimeout)

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,8 +63,14 @@ func TestConfigInvalid(t *testing.T) {
 		{"negative runs", `{"resource":"r","latencies":[{"name":"a","url":"https://x","runs":-1}]}`, "runs"},
 		{"long wait", `{"resource":"r","latencies":[{"name":"a","url":"https://x","waitBetweenRuns":"2m"}]}`, "waitBetweenRuns"},
 		{"long timeout", `{"resource":"r","latencies":[{"name":"a","url":"https://x","timeout":"61s"}]}`, "timeout"},
-		// 20 runs * 16s + 19 * 0s = 5m20s.
-		{"worst case too long", `{"resource":"r","latencies":[{"name":"a","url":"https://x","runs":20,"timeout":"16s","waitBetweenRuns":"1ns"}]}`, "5m"},
+		// 20 runs * 15s + 19 * 100ms = 5m1.9s.
+		{"worst case too long", `{"resource":"r","latencies":[{"name":"a","url":"https://x","runs":20,"timeout":"15s","waitBetweenRuns":"100ms"}]}`, "5m"},
+		{"runs back to back", `{"resource":"r","latencies":[{"name":"a","url":"https://x","runs":2,"waitBetweenRuns":"1ns"}]}`, "waitBetweenRuns: 1ns is not between 100ms and 1m0s"},
+		{"negative wait", `{"resource":"r","latencies":[{"name":"a","url":"https://x","waitBetweenRuns":"-1s"}]}`, "waitBetweenRuns"},
+		// Two entries of one host, each within its own bounds: 11 + 10 runs to x.example.
+		{"one host asked too often", `{"resource":"r","latencies":[{"name":"a","url":"https://x.example/a","runs":11},{"name":"b","url":"https://X.example:8443/b","runs":10}]}`,
+			"21 runs measure host x.example, more than 20"},
+		{"too many runs in all", `{"resource":"r","latencies":[` + manyHosts(MaxEntries, 4) + `]}`, "400 runs in all, more than 300"},
 		{"none normalization", `{"resource":"r","latencies":[` + ok + `],"normalize":{"method":"none"}}`, "none"},
 		{"linear without max", `{"resource":"r","latencies":[` + ok + `],"normalize":{"method":"linear","min":0}}`, "min and max"},
 	}
@@ -154,5 +161,27 @@ func TestLoadTargets(t *testing.T) {
 	}
 	if _, err := LoadTargets(filepath.Join(dir, "missing.yaml"), ""); err == nil {
 		t.Error("a missing file is not an error")
+	}
+}
+
+// manyHosts is n entries, each measuring a host of its own with runs runs.
+func manyHosts(n, runs int) string {
+	var entries []string
+	for i := range n {
+		entries = append(entries, fmt.Sprintf(`{"name":"e%d","url":"https://h%d.example","runs":%d}`, i, i, runs))
+	}
+	return strings.Join(entries, ",")
+}
+
+// The bounds on one configuration's requests admit what they should: a host at MaxRunsPerHost
+// over several entries, and MaxRunsPerPing runs over many hosts.
+func TestConfigRequestBoundsAdmit(t *testing.T) {
+	for name, data := range map[string]string{
+		"one host at its bound": `{"resource":"r","latencies":[{"name":"a","url":"https://x.example/a","runs":10},{"name":"b","url":"https://x.example:8443/b","runs":10}]}`,
+		"every entry at 3 runs": `{"resource":"r","latencies":[` + manyHosts(MaxEntries, 3) + `]}`,
+	} {
+		if _, err := decode(t, data); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -17,10 +17,13 @@
 //	}
 //
 // resource is the AddOnPlacementScore name. Each entry's name is its score name; runs defaults to
-// 3 (1 to 20), waitBetweenRuns to 1s (at most 1m), timeout (per run) to 10s (at most 1m); the worst
-// case of one entry, runs*timeout + (runs-1)*waitBetweenRuns, may not exceed 5m. Entries are
+// 3 (1 to 20), waitBetweenRuns to 1s (100ms to 1m), timeout (per run) to 10s (at most 1m); the
+// worst case of one entry, runs*timeout + (runs-1)*waitBetweenRuns, may not exceed 5m. Entries are
 // measured concurrently, the runs of one entry one after another, so an evaluation lasts as long
-// as its slowest entry (the Trigger's delivery timeout must cover it). normalize is
+// as its slowest entry (the Trigger's delivery timeout must cover it). What one configuration may
+// ask of the hosts is bounded too: at most 20 runs (MaxRunsPerHost) to one host name, over all the
+// entries naming it (whatever their score names, paths or ports), and 300 (MaxRunsPerPing) in all;
+// a configuration asking more is refused whole, naming the bound, before anything is contacted. normalize is
 // normalize.Normalization over milliseconds, default linear from 0 ms (100) to 1000 ms (-100);
 // lower is always better, so lowerIsBetter is implied and method none is refused. minmax compares the clusters measured for one score name.
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestPingHubMode(t *testing.T) {
 		linear.URL, "c1", closed.URL, "c1", withPassword, "c2"))
 
 	entry := func(name, cluster, u string) string {
-		return fmt.Sprintf(`{"name":%q,"cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"10ms","timeout":"2s"}`, name, cluster, u)
+		return fmt.Sprintf(`{"name":%q,"cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"100ms","timeout":"2s"}`, name, cluster, u)
 	}
 
 	t.Run("minmax across clusters, unreachable target left out", func(t *testing.T) {
@@ -220,7 +221,7 @@ func TestPingMeasuresOnlyAllowedTargets(t *testing.T) {
 	file := targetsFile(t, "", allowed.URL, "c1")
 	url, logs := scorerServer(t, file)
 	entry := func(cluster, u string) string {
-		return fmt.Sprintf(`{"name":"ingress","cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"10ms","timeout":"2s"}`, cluster, u)
+		return fmt.Sprintf(`{"name":"ingress","cluster":%q,"url":%q,"runs":2,"waitBetweenRuns":"100ms","timeout":"2s"}`, cluster, u)
 	}
 	config := func(entries ...string) string {
 		return `{"resource":"latency","latencies":[` + strings.Join(entries, ",") + `]}`
@@ -299,18 +300,20 @@ func TestAgentPingMeasuresOnlyItsConfiguredTargets(t *testing.T) {
 }
 
 // Entries name the metrics' (cluster, name) labels; however many a sender invents, the series stay
-// bounded.
+// bounded. (Evaluate is called directly with entries validated one by one: a ping of these would
+// ask the one test server for more runs than MaxRunsPerHost.)
 func TestMetricLabelsAreBounded(t *testing.T) {
 	target := newServer(t, 0, http.StatusOK, false)
 	reg := prometheus.NewRegistry()
 	s := New("", slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), reg)
+	n := DefaultNormalization()
 	for round := 0; round < 2*MaxSeries/MaxEntries; round++ {
-		cfg := Config{Resource: "latency"}
+		cfg := Config{Resource: "latency", Normalize: &n}
 		for i := 0; i < MaxEntries; i++ {
 			cfg.Latencies = append(cfg.Latencies, Target{Name: fmt.Sprintf("n%d-%d", round, i), Cluster: fmt.Sprintf("c%d", i), URL: target.URL, Runs: 1})
-		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
+			if err := cfg.Latencies[i].validate(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := s.Evaluate(context.Background(), cfg); err != nil {
 			t.Fatal(err)
@@ -324,5 +327,70 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 		if f.GetName() == "scoreflow_latency_run_seconds" && len(f.GetMetric()) > MaxSeries+1 {
 			t.Errorf("%s has %d series after %d distinct (cluster, name) pairs, want at most %d", f.GetName(), len(f.GetMetric()), 2*MaxSeries, MaxSeries+1)
 		}
+	}
+}
+
+// countingServer is an HTTP server that counts the requests it answers.
+type countingServer struct {
+	*httptest.Server
+	requests atomic.Int64
+}
+
+func newCountingServer(t *testing.T) *countingServer {
+	t.Helper()
+	c := &countingServer{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c.requests.Add(1)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// One ping asks one listed host for a bounded number of requests, spaced: MaxEntries entries of
+// MaxRuns runs each with a 1 ns wait, all naming one listed URL (a 13 KB event), is refused
+// before a single request, as are its variants within each entry's own bounds; a configuration
+// within the bounds makes exactly the runs it asks, which the listed host answers.
+func TestPingBoundsTheRequestsToOneHost(t *testing.T) {
+	target := newCountingServer(t)
+	other := newCountingServer(t) // another port of the same host: 127.0.0.1
+	url, _ := scorerServer(t, targetsFile(t, "", target.URL, "c1", other.URL, "c1"))
+	config := func(entries int, runs int, wait string, urls ...string) string {
+		var es []string
+		for i := range entries {
+			es = append(es, fmt.Sprintf(`{"name":"e%d","cluster":"c1","url":%q,"runs":%d,"waitBetweenRuns":%q,"timeout":"2s"}`, i, urls[i%len(urls)], runs, wait))
+		}
+		return `{"resource":"latency","latencies":[` + strings.Join(es, ",") + `]}`
+	}
+	for _, tt := range []struct{ name, data, want string }{
+		{"100 entries x 20 runs, 1ns apart", config(MaxEntries, MaxRuns, "1ns", target.URL), "waitBetweenRuns: 1ns is not between 100ms"},
+		{"100 entries x 20 runs, 100ms apart", config(MaxEntries, MaxRuns, "100ms", target.URL), "2000 runs in all, more than 300"},
+		{"100 entries x 3 runs", config(MaxEntries, 3, "100ms", target.URL), "300 runs measure host 127.0.0.1, more than 20"},
+		{"two ports of one host", config(2, 11, "100ms", target.URL, other.URL), "22 runs measure host 127.0.0.1, more than 20"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reply := ping(t, url, tt.data)
+			if status != http.StatusBadRequest || reply == nil {
+				t.Fatalf("status %d reply %v, want 400 with score.failed", status, reply)
+			}
+			f, err := contract.DecodeFailure(reply)
+			if err != nil || f.Reason != contract.ReasonBadConfig || f.Retriable || !strings.Contains(f.Message, tt.want) {
+				t.Errorf("failure = %+v, %v; want BadConfig mentioning %q", f, err, tt.want)
+			}
+		})
+	}
+	if n := target.requests.Load() + other.requests.Load(); n != 0 {
+		t.Fatalf("refused pings made %d requests, want none", n)
+	}
+	// Within the bounds: ten entries of two runs each, over both ports of the host.
+	start := time.Now()
+	status, reply := ping(t, url, config(10, 2, "100ms", target.URL, other.URL))
+	if status != http.StatusOK || reply == nil || reply.Type() != contract.TypeScoreUpdated {
+		t.Fatalf("a ping within the bounds: status %d reply %v", status, reply)
+	}
+	if a, b := target.requests.Load(), other.requests.Load(); a != 10 || b != 10 {
+		t.Errorf("the host got %d + %d requests, want 10 + 10 (10 entries x 2 runs)", a, b)
+	}
+	if d := time.Since(start); d < MinWait {
+		t.Errorf("two runs of an entry took %s, less than the %s between them", d, MinWait)
 	}
 }
