@@ -30,11 +30,19 @@ func main() {
 	discovery := fn.Flags.String("token-discovery-url", function.DefaultDiscoveryURL, "the API server whose OIDC discovery and keys verify cluster-issued tokens")
 	discoveryCA := fn.Flags.String("token-ca-file", function.DefaultCAFile, "CA bundle of that API server (missing file: system roots)")
 	discoveryToken := fn.Flags.String("token-discovery-token-file", function.DefaultTokenFile, "token presented when reading discovery and keys (missing file: none, which oidc/discovery.yaml allows)")
+	namespaces := fn.Flags.String("namespaces", "", "comma-separated namespaces whose Placements explain_placement reads (required; its account needs a Role in each)")
+	idle := fn.Flags.Duration("session-idle-timeout", mcpserver.DefaultSessionIdleTimeout, "close a session after this long without a request")
+	maxSessions := fn.Flags.Int("max-sessions", mcpserver.DefaultMaxSessions, "sessions open at once, in all (503 beyond)")
+	maxPerCaller := fn.Flags.Int("max-sessions-per-caller", mcpserver.DefaultMaxSessionsPerCaller, "sessions one caller (a subject or a static token) may have open at once (429 beyond)")
 
 	fn.Main(func(ctx context.Context) error {
 		reads, optimizes := list(*readSubjects), list(*optimizeSubjects)
 		if *readToken == "" && *optimizeToken == "" && len(reads)+len(optimizes) == 0 {
 			return errors.New("no caller can be admitted: set --read-subjects/--optimize-subjects and/or --read-token-file/--optimize-token-file; the endpoint is never open")
+		}
+		nss := list(*namespaces)
+		if len(nss) == 0 {
+			return errors.New("--namespaces: name the namespaces whose Placements this server may explain")
 		}
 		var tokens *function.Authenticator
 		if len(reads)+len(optimizes) > 0 {
@@ -56,7 +64,8 @@ func main() {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Cluster: cc, OptimizerURL: *optimizerURL, OptimizerTokenFile: *optimizerToken, ReadTokenFile: *readToken, OptimizeTokenFile: *optimizeToken,
-			Tokens: tokens, ReadSubjects: reads, OptimizeSubjects: optimizes, Log: fn.Log}))
+			Tokens: tokens, ReadSubjects: reads, OptimizeSubjects: optimizes, Namespaces: nss,
+			SessionIdleTimeout: *idle, MaxSessions: *maxSessions, MaxSessionsPerCaller: *maxPerCaller, Log: fn.Log}))
 		return fn.ServeHTTP(ctx, fn.Mux(mux))
 	})
 }

@@ -4,6 +4,8 @@
 // read scope; changing the hub (optimise, reset) needs the optimize scope. Callers present a
 // mounted static token or a token the cluster issued, whose subject decides. Optimisations are
 // delegated to the optimizer function over its JSON API, so only the optimizer writes the hub.
+// Placements are read only in the deployment's namespaces (Config.Namespaces); sessions are
+// bounded per caller and in all, and closed when idle (sessionBounds).
 package mcpserver
 
 import (
@@ -18,6 +20,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -59,8 +62,16 @@ type Config struct {
 	// ReadSubjects only read ("system:serviceaccount:<ns>:<name>", or a prefix ending in "*").
 	Tokens                         *function.Authenticator
 	ReadSubjects, OptimizeSubjects []string
-	Now                            func() time.Time
-	Log                            *slog.Logger
+	// Namespaces are those whose Placements explain_placement reads (the deployment's, each with
+	// a Role granting it); a Placement elsewhere is refused before anything is read.
+	Namespaces []string
+	// SessionIdleTimeout closes a session after this long without a request; MaxSessions and
+	// MaxSessionsPerCaller bound the sessions open at once, in all and per caller (a subject, or
+	// a static token). Zero: the Default of each.
+	SessionIdleTimeout                time.Duration
+	MaxSessions, MaxSessionsPerCaller int
+	Now                               func() time.Time
+	Log                               *slog.Logger
 }
 
 // Handler is /mcp: bearer-token authentication in front of the streamable HTTP transport.
@@ -79,8 +90,18 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.SessionIdleTimeout <= 0 {
+		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSessionsPerCaller <= 0 {
+		cfg.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
 	s := NewServer(cfg)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	h := newSessionBounds(s, cfg).wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{SessionTimeout: cfg.SessionIdleTimeout}))
 	// The SDK's middleware hands the caller's scopes to the tools; the caller was verified just
 	// before (authenticate), which answers refusals with their own status and reason.
 	fromContext := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -337,6 +358,9 @@ func (cfg Config) summarize(ctx context.Context, _ *mcp.CallToolRequest, in Scor
 }
 
 func (cfg Config) explain(ctx context.Context, _ *mcp.CallToolRequest, in PlacementInput) (*mcp.CallToolResult, PlacementOutput, error) {
+	if !slices.Contains(cfg.Namespaces, in.Namespace) {
+		return nil, PlacementOutput{}, fmt.Errorf("refused: this server reads Placements only in %v (its --namespaces), not in %q", cfg.Namespaces, clip(in.Namespace, 63))
+	}
 	p, err := cfg.Cluster.ClusterV1beta1().Placements(in.Namespace).Get(ctx, in.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, PlacementOutput{}, err

@@ -32,6 +32,7 @@ import (
 
 const (
 	ns          = "mcp"
+	elsewhere   = "mcp-elsewhere"
 	set         = "mcp-set"
 	readToken   = "read-secret-1"
 	adminToken  = "optimize-secret-2"
@@ -90,6 +91,10 @@ func stack(t *testing.T) stackURLs {
 	ok(err)
 	_, err = hub.Cluster.ClusterV1beta1().Placements(ns).Create(ctx, localhub.ScorePlacement(ns, placementNm, set, scoreName, "app01;3g", 1), metav1.CreateOptions{})
 	ok(err)
+	// A Placement in a namespace the server is not deployed for.
+	ok(hub.AddClusterSet(ctx, set, elsewhere))
+	_, err = hub.Cluster.ClusterV1beta1().Placements(elsewhere).Create(ctx, localhub.ScorePlacement(elsewhere, placementNm, set, scoreName, "app01;3g", 1), metav1.CreateOptions{})
+	ok(err)
 
 	fn := function.New("optimizer", "test")
 	fn.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -122,7 +127,7 @@ func stack(t *testing.T) stackURLs {
 		OptimizerTokenFile: write("optimizer", authtest.Token(t, hub.Kube, ns, "mcp-server", optimizerAudience)),
 		ReadTokenFile:      write("read", readToken), OptimizeTokenFile: write("optimize", adminToken),
 		Tokens: tokens, ReadSubjects: []string{authtest.Subject(ns, "reader")}, OptimizeSubjects: []string{authtest.Subject(ns, "planner")},
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}))
+		Namespaces: []string{ns}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return stackURLs{mcp: srv.URL + "/mcp", optimizer: opt.URL, hub: hub}
@@ -232,6 +237,11 @@ func TestMCPEndToEnd(t *testing.T) {
 	}
 	if fmt.Sprint(ex.Decisions) != "[cluster2]" || len(ex.Clusters) != 2 || ex.Clusters[0].Cluster != "cluster2" || !ex.Clusters[0].Chosen || ex.Clusters[0].Total != 70 || ex.Clusters[1].Total != 40 {
 		t.Errorf("explain_placement: %+v", ex)
+	}
+	// The same Placement in a namespace the server is not deployed for: refused, nothing read.
+	if res := call(t, cs, "explain_placement", map[string]any{"namespace": elsewhere, "name": placementNm}, nil); !res.IsError ||
+		!strings.Contains(text(res), `refused: this server reads Placements only in [mcp] (its --namespaces), not in "mcp-elsewhere"`) {
+		t.Errorf("explain_placement in %s: error %v, %q", elsewhere, res.IsError, text(res))
 	}
 
 	params := optimizer.Params{Namespace: ns,
