@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -35,8 +36,10 @@ func (p *Page) Snapshot() Snapshot {
 // UI serves the page at the root of what it is mounted on (mount it with http.StripPrefix):
 // index.html, its script and style, /state (a JSON Snapshot) and /stream (server-sent events:
 // `scores`, `placements` and `events` as they change). Streams end when ctx does, so that a
-// graceful shutdown is not held up by open pages (browsers reconnect to the next instance), and
-// when a newer stream needs their place (MaxStreams, MaxStreamsPerClient).
+// graceful shutdown is not held up by open pages (browsers reconnect to the next instance). A
+// stream beyond its viewer's bound (MaxStreamsPerViewer, a viewer being the cookie the page
+// issues) is refused 429, one beyond the page's (MaxStreams) 503; no stream is ever ended to make
+// room for another.
 func (p *Page) UI(ctx context.Context) http.Handler {
 	static, _ := fs.Sub(uiFiles, "ui") // the embedded directory exists: fs.Sub cannot fail
 	files := http.FileServerFS(static)
@@ -46,9 +49,15 @@ func (p *Page) UI(ctx context.Context) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(p.Snapshot())
 	})
-	var open streams
+	open := &streams{now: p.opts.Now, viewers: map[string]*viewer{}}
 	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
-		sctx, done := open.admit(ctx, clientOf(r))
+		sctx, done, ref := open.admit(ctx, viewerOf(w, r))
+		if ref != nil {
+			p.log.Warn("stream refused", "status", ref.status, "message", ref.message)
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+			http.Error(w, ref.message, ref.status)
+			return
+		}
 		defer done()
 		p.stream(sctx, w, r)
 	})
@@ -56,6 +65,7 @@ func (p *Page) UI(ctx context.Context) http.Handler {
 		// The page names no other origin: everything it loads comes from here.
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		viewerOf(w, r) // the page's tabs share one viewer, and its bound
 		files.ServeHTTP(w, r)
 	}))
 	return mux

@@ -299,6 +299,11 @@ function connect() {
   es.onerror = () => {
     $("conn").className = "dot off";
     $("conn-text").textContent = "reconnecting…";
+    // EventSource retries a dropped stream by itself, but not one the server refused (this
+    // browser's tabs at their bound, or the page full): try again a little later.
+    if (es.readyState === EventSource.CLOSED) {
+      setTimeout(connect, 5000 + Math.random() * 5000);
+    }
   };
   const stamp = () => { $("updated").textContent = "updated " + clock(now()); };
   es.addEventListener("scores", (m) => {
