@@ -77,8 +77,15 @@ type Named struct {
 
 // Preference says which scores to optimise.
 type Preference struct {
-	AddonPlacementScore  string `json:"addonPlacementScore"`
-	ScoreDimensionFormat string `json:"scoreDimensionFormat,omitempty"`
+	// AddonPlacementScore is the AddOnPlacementScore whose scores are optimised. DSF's MCP sample
+	// (samples/dynamic-scoring-framework-mcp/examples/params.json) spells the key
+	// addOnPlacementScore, as the kind is spelt; both spellings are read, Validate keeps the name
+	// here.
+	AddonPlacementScore string `json:"addonPlacementScore,omitempty"`
+	// DSFAddOnPlacementScore is DSF's spelling of the same key; Validate moves it to
+	// AddonPlacementScore.
+	DSFAddOnPlacementScore string `json:"addOnPlacementScore,omitempty"`
+	ScoreDimensionFormat   string `json:"scoreDimensionFormat,omitempty"`
 	// Goal is maximize or minimize (a scoreflow extension). Empty: minimize when the score is one
 	// the optimizer is configured to treat as lower-is-better, maximize otherwise.
 	Goal string `json:"goal,omitempty"`
@@ -137,7 +144,15 @@ func (p *Params) Validate() error {
 		}
 		seen["w/"+w.Name] = true
 	}
-	dns("preference.addonPlacementScore", p.Preference.AddonPlacementScore)
+	switch pref := &p.Preference; {
+	case pref.DSFAddOnPlacementScore == "":
+		dns("preference.addonPlacementScore", pref.AddonPlacementScore)
+	case pref.AddonPlacementScore != "":
+		bad("preference.addOnPlacementScore", "is given beside addonPlacementScore: name the score once (either spelling)")
+	default:
+		pref.AddonPlacementScore, pref.DSFAddOnPlacementScore = pref.DSFAddOnPlacementScore, ""
+		dns("preference.addOnPlacementScore", pref.AddonPlacementScore)
+	}
 	format := p.Preference.ScoreDimensionFormat
 	if format == "" {
 		format = DefaultDimensionFormat
