@@ -73,7 +73,7 @@ func TestBinaryAgainstARealHub(t *testing.T) {
 	fn := functest.Start(t, []string{"KUBECONFIG=" + kubeconfig, "TIME_LIMIT=2s", "NAMESPACES=default,team-a"})
 	request := func(ns string) string {
 		return `{"namespace":"` + ns + `","clusters":[{"name":"nowhere","availablePolicies":[{"name":"p"}]}],` +
-			`"targetWorkloads":[{"name":"w"}],"preference":{"addonPlacementScore":"example-performance-score"}}`
+			`"targetWorkloads":[{"name":"w"}],"preference":{"addonPlacementScore":"demo-performance-score"}}`
 	}
 	for _, c := range []struct {
 		path, contentType, body string

@@ -49,7 +49,7 @@ func TestBinary(t *testing.T) {
 		e.SetID("p1")
 		e.SetSource("/apis/v1/namespaces/scoreflow/pingsources/power")
 		e.SetType(contract.TypePing)
-		_ = e.SetData(cloudevents.ApplicationJSON, map[string]string{"resource": "example-powerconsumption-score"})
+		_ = e.SetData(cloudevents.ApplicationJSON, map[string]string{"resource": "demo-powerconsumption-score"})
 		status, reply := functest.Send(t, fn.URL, e)
 		if reply == nil {
 			t.Fatalf("no reply: status %d", status)
@@ -63,7 +63,7 @@ func TestBinary(t *testing.T) {
 		for _, it := range su.Items {
 			got[it.Cluster] = it.Scores[0].Value
 		}
-		if su.Resource != "example-powerconsumption-score" || got["w1"] != 100 || got["w2"] != -100 || su.Items[0].Scores[0].Name != "a;d" {
+		if su.Resource != "demo-powerconsumption-score" || got["w1"] != 100 || got["w2"] != -100 || su.Items[0].Scores[0].Name != "a;d" {
 			t.Errorf("reply %+v", su)
 		}
 		if code, _ := functest.Get(t, fn.URL+"/readyz"); code != http.StatusOK {

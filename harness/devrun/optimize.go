@@ -23,7 +23,7 @@ const (
 )
 
 // DemoOptimizeRequest is the optimisation request for the demo, preferring score (the
-// static-scorer writes example-performance-score and example-powerconsumption-score).
+// static-scorer writes demo-performance-score and demo-powerconsumption-score).
 func DemoOptimizeRequest(score string) optimizer.Params {
 	p := optimizer.Params{Namespace: Namespace, TargetWorkloads: []optimizer.Named{{Name: DemoWorkload}},
 		Preference: optimizer.Preference{AddonPlacementScore: score, ScoreDimensionFormat: optimizer.DefaultDimensionFormat}}

@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 	s, err := masks.Parse([]byte(`
 - {cluster: cluster2, resource: cpu-idle, score: cpuIdle}
 - {cluster: cluster2, resource: cpu-idle, score: memFree}
-- {cluster: cluster1, resource: example-performance-score, score: "app01;gpu0"}
+- {cluster: cluster1, resource: demo-performance-score, score: "app01;gpu0"}
 - {cluster: cluster2, resource: cpu-idle, score: cpuIdle}
 `))
 	if err != nil {
@@ -34,7 +34,7 @@ func TestParse(t *testing.T) {
 	if s.Len() != 3 {
 		t.Errorf("len %d, want 3 (a repeated entry counts once)", s.Len())
 	}
-	want := []masks.Entry{{"cluster1", "example-performance-score", "app01;gpu0"}, {"cluster2", "cpu-idle", "cpuIdle"}, {"cluster2", "cpu-idle", "memFree"}}
+	want := []masks.Entry{{"cluster1", "demo-performance-score", "app01;gpu0"}, {"cluster2", "cpu-idle", "cpuIdle"}, {"cluster2", "cpu-idle", "memFree"}}
 	if got := s.Entries(); !reflect.DeepEqual(got, want) {
 		t.Errorf("entries %v, want %v", got, want)
 	}

@@ -36,7 +36,7 @@ const (
 	set         = "mcp-set"
 	readToken   = "read-secret-1"
 	adminToken  = "optimize-secret-2"
-	scoreName   = "example-performance-score"
+	scoreName   = "demo-performance-score"
 	placementNm = "best-app01"
 )
 

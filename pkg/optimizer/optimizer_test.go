@@ -68,8 +68,8 @@ func TestMain(m *testing.M) {
 
 const (
 	clusterSet = "optimizer-set"
-	perf       = "example-performance-score"
-	power      = "example-powerconsumption-score"
+	perf       = "demo-performance-score"
+	power      = "demo-powerconsumption-score"
 )
 
 // demo sets up the seed's example in namespace ns: clusters worker01 and worker02 (in a cluster

@@ -382,7 +382,7 @@ func prefixed(names []string) []string {
 
 // TestOptimizerSenseMatchesScorers: the optimizer maximises every score not in its
 // LOWER_IS_BETTER. scoreflow's static-scorer already turns power around (minmax with
-// lowerIsBetter: a high example-powerconsumption-score is low power), so minimising such a score
+// lowerIsBetter: a high demo-powerconsumption-score is low power), so minimising such a score
 // would choose the most power-hungry plan; and a raw score the scorers write unturned must be
 // listed. Every resource the deployed static-scorer writes is checked.
 func TestOptimizerSenseMatchesScorers(t *testing.T) {

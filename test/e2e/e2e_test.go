@@ -126,10 +126,10 @@ func TestFailingSubscriberIsRetriedThenDeadLettered(t *testing.T) {
 }
 
 // A PingSource of deploy/ fires through mtping, the broker routes it to its scorer by the
-// ceOverrides extension, and the scores land: the static-scorer's example-performance-score.
+// ceOverrides extension, and the scores land: the static-scorer's demo-performance-score.
 func TestPingSourceScores(t *testing.T) {
-	eventually(t, 90*time.Second, "no example-performance-score from the static-scorer's PingSource", func() bool {
-		obj, err := stack.Hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("cluster1").Get(context.Background(), "example-performance-score", metav1.GetOptions{})
+	eventually(t, 90*time.Second, "no demo-performance-score from the static-scorer's PingSource", func() bool {
+		obj, err := stack.Hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("cluster1").Get(context.Background(), "demo-performance-score", metav1.GetOptions{})
 		return err == nil && len(obj.Status.Scores) > 0
 	})
 }

@@ -21,7 +21,7 @@ import (
 // reaches the optimizer process, whose optimize.done comes back through the broker with the plan
 // (app01 on cluster1), and the plan's policy Placement decides cluster1.
 func TestOptimizeTheDemo(t *testing.T) {
-	const score = "example-performance-score"
+	const score = "demo-performance-score"
 	now := time.Now()
 	su, err := contract.NewScoreUpdated("test/e2e", now, contract.ScoreUpdated{Resource: score, Items: []contract.ClusterScores{
 		{Cluster: "cluster1", Scores: []contract.Score{{Name: "app01;gpu0", Value: 90}}},

@@ -100,8 +100,8 @@ func TestAgainstPrometheus(t *testing.T) {
 		{
 			// ${app};${device}, none: east db;gpu1 20 and web;gpu0 60, south web;gpu0 30, west web;gpu0 90.
 			name: "score names from labels",
-			ping: `{"resource":"example-performance-score","query":"gpu_util","scoreName":"${app};${device}","normalize":{"method":"none"}}`,
-			want: contract.ScoreUpdated{Resource: "example-performance-score", Items: []contract.ClusterScores{
+			ping: `{"resource":"demo-performance-score","query":"gpu_util","scoreName":"${app};${device}","normalize":{"method":"none"}}`,
+			want: contract.ScoreUpdated{Resource: "demo-performance-score", Items: []contract.ClusterScores{
 				cs("east", "db;gpu1", 20, "web;gpu0", 60), cs("south", "web;gpu0", 30), cs("west", "web;gpu0", 90),
 			}},
 		},

@@ -1,6 +1,7 @@
 // Package static scores clusters from a table of per-cluster, per-app, per-device performance and
-// power values, as the Dynamic Scoring Framework's static scorer does (resources
-// example-performance-score and example-powerconsumption-score, item names "${app};${device}").
+// power values, as the Dynamic Scoring Framework's static scorer does (by default resources
+// demo-performance-score and demo-powerconsumption-score, item names "${app};${device}"; DSF's
+// own are example-...-score, names the demo keeps clear of).
 //
 // # The table
 //
@@ -10,11 +11,11 @@
 // be read or parsed is answered with 400 BadConfig, never with the previous table's scores.
 //
 //	resources:                       # optional; these two are the default
-//	- name: example-performance-score
+//	- name: demo-performance-score
 //	  value: performance             # the column scored: performance or power
 //	  normalize: {method: minmax}    # pkg/scorer/normalize.Normalization
 //	  nameFormat: "${app};${device}" # optional, this is the default; also ${cluster}
-//	- name: example-powerconsumption-score
+//	- name: demo-powerconsumption-score
 //	  value: power
 //	  normalize: {method: minmax, lowerIsBetter: true}
 //	rows:
@@ -25,13 +26,13 @@
 // A row may leave out performance or power (it then has no score in that resource) but not both.
 // Normalisation applies per score name across clusters: with minmax, the best cluster for
 // "app01;gpu0" gets 100 and the worst -100 (a name only one cluster has gets 0). Above,
-// example-performance-score is worker01 app01;gpu0=100, worker02 app01;gpu0=-100 and app01;cpu=0;
-// example-powerconsumption-score is worker01 app01;gpu0=-100 and worker02 app01;gpu0=100.
+// demo-performance-score is worker01 app01;gpu0=100, worker02 app01;gpu0=-100 and app01;cpu=0;
+// demo-powerconsumption-score is worker01 app01;gpu0=-100 and worker02 app01;gpu0=100.
 //
 // # Events
 //
 // A PingSource event triggers one score.updated for one resource. Its data picks the resource,
-// {"resource": "example-powerconsumption-score"}; it may be empty when the table defines a single
+// {"resource": "demo-powerconsumption-score"}; it may be empty when the table defines a single
 // resource. Two resources therefore take two PingSources. The event's time is when the table was
 // read: the values are current as of then.
 package static

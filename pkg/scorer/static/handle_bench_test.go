@@ -37,5 +37,5 @@ func benchHandle(b *testing.B, n int) {
 	}
 	s := &Scorer{File: &File{Path: path, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}}
 	h := scorer.Handler("/scorers/static", scorer.Route{"dev.knative.sources.ping": s.Ping})
-	canned.BenchHandle(b, h, functest.Ping(`{"resource":"example-performance-score"}`), n)
+	canned.BenchHandle(b, h, functest.Ping(`{"resource":"demo-performance-score"}`), n)
 }

@@ -82,8 +82,8 @@ func TestPingScoresTheNamedResource(t *testing.T) {
 		resource string
 		want     map[string]float64
 	}{
-		{"example-performance-score", map[string]float64{"w1/app01;gpu0": 100, "w2/app01;gpu0": -100}},
-		{"example-powerconsumption-score", map[string]float64{"w1/app01;gpu0": -100, "w2/app01;gpu0": 100}},
+		{"demo-performance-score", map[string]float64{"w1/app01;gpu0": 100, "w2/app01;gpu0": -100}},
+		{"demo-powerconsumption-score", map[string]float64{"w1/app01;gpu0": -100, "w2/app01;gpu0": 100}},
 	} {
 		status, reply := ping(t, url, `{"resource":"`+tt.resource+`"}`)
 		res, got := scoresOf(t, reply)
@@ -99,7 +99,7 @@ func TestPingScoresTheNamedResource(t *testing.T) {
 func TestTableChangesArePickedUp(t *testing.T) {
 	path, publish := functest.ConfigMapFile(t, "table.yaml", twoClusters)
 	url, logs := serve(t, path)
-	const perf = `{"resource":"example-performance-score"}`
+	const perf = `{"resource":"demo-performance-score"}`
 	if _, got := scoresOf(t, second(ping(t, url, perf))); got["w1/app01;gpu0"] != 100 {
 		t.Fatalf("before: %v", got)
 	}
@@ -145,7 +145,7 @@ func TestPingRefusals(t *testing.T) {
 		{"no data, one resource", oneURL, "", http.StatusOK, ""},
 		{"unknown resource", url, `{"resource":"gpu-score"}`, http.StatusBadRequest, "not in the table"},
 		{"misspelt field", url, `{"resorce":"x"}`, http.StatusBadRequest, "resorce"},
-		{"table missing", missingURL, `{"resource":"example-performance-score"}`, http.StatusBadRequest, "no such file"},
+		{"table missing", missingURL, `{"resource":"demo-performance-score"}`, http.StatusBadRequest, "no such file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, reply := ping(t, tt.url, tt.data)
@@ -166,7 +166,7 @@ func TestPingRefusals(t *testing.T) {
 func TestPingNothingToScore(t *testing.T) {
 	path, _ := functest.ConfigMapFile(t, "table.yaml", "rows:\n- {cluster: w1, app: a, device: d, performance: 1}\n")
 	url, _ := serve(t, path)
-	if status, reply := ping(t, url, `{"resource":"example-powerconsumption-score"}`); status != http.StatusAccepted || reply != nil {
+	if status, reply := ping(t, url, `{"resource":"demo-powerconsumption-score"}`); status != http.StatusAccepted || reply != nil {
 		t.Errorf("no power values: status %d reply %v, want 202 and no event (not zeros)", status, reply)
 	}
 }

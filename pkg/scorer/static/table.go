@@ -61,11 +61,13 @@ func (r *Row) label(k string) (string, bool) {
 	return "", false
 }
 
-// DefaultResources are the two resources of the Dynamic Scoring Framework's static scorer.
+// DefaultResources are the two resources of the demo, modelled on the Dynamic Scoring Framework's
+// static scorer under names of their own: DSF's quickstart writes example-performance-score and
+// example-powerconsumption-score for the same clusters, and two writers of one score would mix.
 func DefaultResources() []Resource {
 	return []Resource{
-		{Name: "example-performance-score", Value: ColumnPerformance, Normalize: normalize.Normalization{Method: normalize.MethodMinMax}},
-		{Name: "example-powerconsumption-score", Value: ColumnPower, Normalize: normalize.Normalization{Method: normalize.MethodMinMax, LowerIsBetter: true}},
+		{Name: "demo-performance-score", Value: ColumnPerformance, Normalize: normalize.Normalization{Method: normalize.MethodMinMax}},
+		{Name: "demo-powerconsumption-score", Value: ColumnPower, Normalize: normalize.Normalization{Method: normalize.MethodMinMax, LowerIsBetter: true}},
 	}
 }
 

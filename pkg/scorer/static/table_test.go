@@ -53,12 +53,12 @@ func TestScore(t *testing.T) {
 		{
 			// minmax per name: gpu0 performance 60..90; w3 = (70-60)*200/30 - 100 = -33.3 -> -33.
 			// app01;cpu: only w2 has it, nothing to compare: 0.
-			name: "default performance: minmax", table: rows3, resource: "example-performance-score",
+			name: "default performance: minmax", table: rows3, resource: "demo-performance-score",
 			want: map[string]float64{"w1/app01;gpu0": 100, "w2/app01;gpu0": -100, "w3/app01;gpu0": -33, "w2/app01;cpu": 0},
 		},
 		{
 			// lower is better, 200..450: w1 = -((300-200)*200/250 - 100) = 20. No power for cpu.
-			name: "default power: minmax, lower is better", table: rows3, resource: "example-powerconsumption-score",
+			name: "default power: minmax, lower is better", table: rows3, resource: "demo-powerconsumption-score",
 			want: map[string]float64{"w1/app01;gpu0": 20, "w2/app01;gpu0": 100, "w3/app01;gpu0": -100},
 		},
 		{
@@ -117,7 +117,7 @@ func TestScoreItemsSortedAndValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	su, err := tb.Score("example-performance-score")
+	su, err := tb.Score("demo-performance-score")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestScoreItemsSortedAndValid(t *testing.T) {
 		su.Items[1].Scores[0].Name != "app01;cpu" || su.Items[1].Scores[1].Name != "app01;gpu0" {
 		t.Errorf("items = %+v, want clusters and names sorted", su.Items)
 	}
-	if _, err := tb.Score("nope"); err == nil || !strings.Contains(err.Error(), "example-performance-score") {
+	if _, err := tb.Score("nope"); err == nil || !strings.Contains(err.Error(), "demo-performance-score") {
 		t.Errorf("unknown resource: %v, want an error listing the table's resources", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestScoreColumnWithoutValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	su, err := tb.Score("example-powerconsumption-score")
+	su, err := tb.Score("demo-powerconsumption-score")
 	if err != nil || len(su.Items) != 0 {
 		t.Errorf("power of a table without power = %+v, %v; want no items, no error", su, err)
 	}
@@ -198,7 +198,7 @@ func benchScore(b *testing.B, n int) {
 	b.ReportAllocs()
 	cpu := benchcpu.Start()
 	for b.Loop() {
-		out, err := tab.Score("example-performance-score")
+		out, err := tab.Score("demo-performance-score")
 		if err != nil || len(out.Items) != n {
 			b.Fatal(err, len(out.Items))
 		}
