@@ -9,9 +9,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -25,12 +30,14 @@ func main() {
 	fn := function.New("dsf-bridge", "runs Dynamic Scoring Framework scorers from their DynamicScorer specs: with --cluster as DSF's agent on a managed cluster, "+
 		"sending to K_SINK (the hub's agent gateway); else on the hub, a PingSource {\"scorer\": NAME} running a scorer of --scorers-file and replying io.scoreflow.score.updated")
 	cluster := fn.Flags.String("cluster", "", "agent mode: the managed cluster this runs on; it runs the hub's DynamicScorers (--scorers-namespace) against this cluster and sends its scores to K_SINK (empty: hub mode)")
-	namespace := fn.Flags.String("scorers-namespace", "open-cluster-management", "agent mode: the hub namespace of the DynamicScorers and the DynamicScoringConfig dynamic-scoring-config (DSF's: where DSF is installed)")
+	namespace := fn.Flags.String("scorers-namespace", dsf.DefaultScorersNamespace, "agent mode: the hub namespace of the DynamicScorers and the DynamicScoringConfig dynamic-scoring-config (DSF's: where DSF's guide installs it)")
 	file := fn.Flags.String("scorers-file", "", "hub mode: DynamicScorer (and DynamicScoringConfig) documents, as DSF users write them, a ping may name (a mounted ConfigMap; read again when it changes)")
-	endpoints := fn.Flags.String("endpoints", "", "the hosts specs and scorers' /config may name, the only ones contacted, each NAME=URL (NAME as specs write it, scheme://host[:port], placeholders included) or URL; comma-separated")
-	tokenDir := fn.Flags.String("token-dir", "/var/run/secrets/scoreflow/dsf", "where the Secrets of tokenSecretRef{name, key} are mounted: <token-dir>/<name>/<key>; no other Secret can be named")
+	endpoints := fn.Flags.String("endpoints", "", "optional: where hosts the specs and scorers' /config name really are, each NAME=URL (NAME as written, scheme://host[:port], placeholders included); comma-separated; a host not listed is contacted as written")
+	tokenDir := fn.Flags.String("token-dir", "/var/run/secrets/scoreflow/dsf", "hub mode: where the Secrets of tokenSecretRef{name, key} are mounted: <token-dir>/<name>/<key>")
+	secretsNamespace := fn.Flags.String("secrets-namespace", "dynamic-scoring", "agent mode: the managed cluster's namespace whose Secrets tokenSecretRef{name, key} names, read through its API (the agent's own; DSF's agent namespace)")
+	managedKubeconfig := fn.Flags.String("managed-kubeconfig", "", "agent mode: kubeconfig of the managed cluster's API, where the token Secrets are (empty: the pod's own ServiceAccount)")
 	timeout := fn.Flags.Duration("request-timeout", dsf.DefaultTimeout, "timeout of each request to a scorer (/config, /healthz, scoring) or Prometheus (DSF's agent allows 30s)")
-	caFile := fn.Flags.String("ca-file", "", "PEM bundle trusted, besides the system's roots, for https scorers and Prometheus")
+	caFile := fn.Flags.String("ca-file", "", "PEM bundle trusted, besides the system's roots, for https scorers and Prometheus; read again when it changes, skipped while missing or empty (an OpenShift service CA)")
 	clusterLabel := fn.Flags.String("cluster-label", "cluster", "hub mode: the result label naming each score's managed cluster")
 	maxRetries := fn.Flags.Int("max-retries", dsf.DefaultMaxRetries, "hub mode: retriable failures of one scorer in a row answered 503 (the broker redelivers); later ones answer 400 until it answers again")
 	newSink := fn.OptionalSinkFlags() // hub mode: the broker, for results split over several events; agent mode: the gateway
@@ -42,7 +49,13 @@ func main() {
 		if err != nil {
 			return errors.New("--endpoints: " + err.Error())
 		}
-		run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, TokenDir: *tokenDir}, Timeout: *timeout, CAFile: *caFile}, fn.Registry, fn.Log)
+		var tokens dsf.Tokens = dsf.TokenDir(*tokenDir)
+		if *cluster != "" {
+			if tokens, err = secretTokens(fn, *secretsNamespace, *managedKubeconfig); err != nil {
+				return err
+			}
+		}
+		run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, Tokens: tokens}, Timeout: *timeout, CAFile: *caFile}, fn.Registry, fn.Log)
 		if err != nil {
 			return err
 		}
@@ -59,6 +72,36 @@ func main() {
 		}
 		return fn.Serve(ctx, scorer.HandlerWith(fn.Source(), b.Routes(), sink, *split), nil)
 	})
+}
+
+// secretTokens reads, in agent mode, the token Secrets of namespace on the managed cluster with
+// the pod's own ServiceAccount (or kubeconfig): get only. The addon's hub credentials, kept in the
+// same namespace, are never read for a spec.
+func secretTokens(fn *function.Function, namespace, kubeconfig string) (*dsf.SecretTokens, error) {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("--secrets-namespace %q: %s (agent mode reads the token Secrets there)", namespace, strings.Join(errs, "; "))
+	}
+	t := &dsf.SecretTokens{Namespace: namespace, Refused: map[string]string{}}
+	if addon := fn.Flags.Lookup("hub-token-addon").Value.String(); addon != "" {
+		t.Refused[addon+"-hub-kubeconfig"] = "the agent's own hub credentials"
+	}
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			return nil, fmt.Errorf("--managed-kubeconfig: %w", err)
+		}
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		// Outside a pod and without --managed-kubeconfig: specs naming a Secret fail, saying so.
+		fn.Log.Warn("no access to the managed cluster's API: a spec naming a token Secret fails", "err", err.Error())
+		return t, nil
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.Secrets = kube.CoreV1()
+	return t, nil
 }
 
 // agent runs agent mode: the hub's DynamicScorers, read and reported with the hub credentials OCM

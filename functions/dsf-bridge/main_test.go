@@ -24,7 +24,7 @@ func TestNoKnativeEventingImport(t *testing.T) {
 func TestHelp(t *testing.T) {
 	functest.Help(t, "--cluster  [env CLUSTER]", "--scorers-file  [env SCORERS_FILE]", "--scorers-namespace  [env SCORERS_NAMESPACE]",
 		"--endpoints  [env ENDPOINTS]", "--token-dir  [env TOKEN_DIR]", "--request-timeout  [env REQUEST_TIMEOUT]", "--max-retries  [env MAX_RETRIES]",
-		"--hub-kubeconfig")
+		"--hub-kubeconfig", "--secrets-namespace  [env SECRETS_NAMESPACE]", "--managed-kubeconfig  [env MANAGED_KUBECONFIG]", "--ca-file  [env CA_FILE]")
 }
 
 func TestBadStart(t *testing.T) {

@@ -27,6 +27,11 @@ var (
 	ConfigsResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "dynamicscoringconfigs"}
 )
 
+// DefaultScorersNamespace is the hub namespace of the DynamicScorers: where DSF's guide installs
+// DSF (its Helm chart's hubSetting.namespace) and applies them. DSF's kustomize install
+// (config/default) uses dynamic-scoring instead.
+const DefaultScorersNamespace = "open-cluster-management"
+
 // retryInterval is when a scorer whose interval is not known yet (its /config did not answer, its
 // spec does not resolve) is tried again: DSF's controller probes scorers every 30 seconds.
 const retryInterval = 30 * time.Second
@@ -36,11 +41,13 @@ type Sender interface {
 	Send(ctx context.Context, e event.Event) error
 }
 
-// Agent is agent mode, DSF's agent on one managed cluster: it runs every DynamicScorer of one hub
-// namespace, each on its own scoring.params.interval, against this cluster's Prometheus and
-// scorers (as the deployment's Endpoints map them), and sends this cluster's scores as one
-// score.updated per round to Sender. Masks of the DynamicScoringConfig dynamic-scoring-config
-// that name this cluster keep the scorer from being called at all.
+// Agent is agent mode, DSF's agent on one managed cluster. As DSF distributes scorers, it runs the
+// DynamicScorers of one hub namespace only while the DynamicScoringConfig dynamic-scoring-config
+// exists there, each only while its status says Active (with configSyncMode Full, with the
+// status's lastSyncedConfig), unless a mask names it for this cluster: such a scorer is never
+// contacted. Each runs on its own scoring.params.interval against this cluster's Prometheus and
+// scorers, and sends this cluster's scores as one score.updated per round to Sender; with
+// scoreDestination None it scores and exports dynamic_score only.
 type Agent struct {
 	Runner  *Runner
 	Cluster string
@@ -52,16 +59,27 @@ type Agent struct {
 	// gateway refuses it anyway): the scorer is not asked.
 	Owns func(resource string) error
 
-	masks   atomic.Pointer[Masks]
-	mu      sync.Mutex
-	workers map[string]*worker
-	wg      sync.WaitGroup
-	synced  atomic.Bool
+	masks      atomic.Pointer[Masks]
+	mu         sync.Mutex
+	workers    map[string]*worker
+	configured bool // the DynamicScoringConfig exists
+	reported   bool // its absence was logged
+	wg         sync.WaitGroup
+	synced     atomic.Bool
 }
 
 type worker struct {
-	spec   []byte // the DynamicScorer's spec as JSON: a change restarts the worker
+	key    []byte // the DynamicScorer's spec and status as JSON: a change restarts the worker
 	cancel context.CancelFunc
+}
+
+// workerKey is what a worker runs from: its spec, health and synced /config.
+func workerKey(ds *DynamicScorer) []byte {
+	b, _ := json.Marshal(struct {
+		Spec   ScorerSpec
+		Status ScorerStatus
+	}{ds.Spec, ds.Status})
+	return b
 }
 
 // Ready reports whether the agent has read the hub's DynamicScorers once.
@@ -116,10 +134,12 @@ func (a *Agent) Run(ctx context.Context, hub dynamic.Interface, namespace string
 	}
 }
 
-// reconcile starts a worker per DynamicScorer, restarts those whose spec changed and stops those
-// deleted; masks apply from the next round of every worker.
+// reconcile starts a worker per DynamicScorer, restarts those whose spec or status changed and
+// stops those deleted; masks apply from the next round of every worker. Without the
+// DynamicScoringConfig dynamic-scoring-config no worker runs: DSF distributes no scorer without it.
 func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
 	masks := Masks{}
+	configured := false
 	for _, o := range configObjs {
 		var c ScoringConfig
 		if err := fromUnstructured(o, &c); err != nil {
@@ -127,30 +147,37 @@ func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
 			continue
 		}
 		if c.Name == ConfigName {
-			masks = NewMasks(c.Spec.Masks)
+			masks, configured = NewMasks(c.Spec.Masks), true
 		}
 	}
 	a.masks.Store(&masks)
 
 	want := map[string]DynamicScorer{}
-	specs := map[string][]byte{}
-	for _, o := range scorerObjs {
-		var ds DynamicScorer
-		if err := fromUnstructured(o, &ds); err != nil {
-			a.Log.Error("a DynamicScorer does not decode", "err", err)
-			continue
+	keys := map[string][]byte{}
+	if configured {
+		for _, o := range scorerObjs {
+			var ds DynamicScorer
+			if err := fromUnstructured(o, &ds); err != nil {
+				a.Log.Error("a DynamicScorer does not decode", "err", err)
+				continue
+			}
+			want[ds.Name], keys[ds.Name] = ds, workerKey(&ds)
 		}
-		spec, _ := json.Marshal(ds.Spec)
-		want[ds.Name], specs[ds.Name] = ds, spec
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if configured != a.configured || !a.reported {
+		a.configured, a.reported = configured, true
+		if !configured {
+			a.Log.Info("no DynamicScoringConfig "+ConfigName+" on the hub: no scorer runs, as in DSF", "scorers", len(scorerObjs))
+		}
+	}
 	for name, w := range a.workers {
-		if _, ok := want[name]; !ok || string(specs[name]) != string(w.spec) {
+		if _, ok := want[name]; !ok || string(keys[name]) != string(w.key) {
 			w.cancel()
 			delete(a.workers, name)
 			if !ok {
-				a.Runner.Forget(name)
+				a.Runner.Forget(name, "")
 				a.Log.Info("scorer removed", "scorer", name)
 			}
 		}
@@ -160,7 +187,7 @@ func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		a.workers[name] = &worker{spec: specs[name], cancel: cancel}
+		a.workers[name] = &worker{key: keys[name], cancel: cancel}
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -178,20 +205,32 @@ func (a *Agent) stopAll() {
 	a.wg.Wait()
 }
 
-// work runs rounds of one scorer: the first at once, then every interval.
+// work runs rounds of one scorer: the first at once, then every interval. When it stops, its
+// dynamic_score series go with it, as DSF's agent removes a stopped worker's.
 func (a *Agent) work(ctx context.Context, ds DynamicScorer) {
-	a.Log.Info("scorer started", "scorer", ds.Name)
+	a.Log.Info("scorer started", "scorer", ds.Name, "healthStatus", ds.Status.HealthStatus)
 	interval := time.Duration(0)
-	lastSkip := ""
+	lastSkip, scoreName := "", specScoreName(&ds)
+	defer func() {
+		if scoreName != "" {
+			a.Runner.dsf.forgetScores(scoreName)
+		}
+	}()
 	for {
-		next, skipped := a.Round(ctx, &ds)
-		if next > 0 {
-			interval = next
+		r := a.Round(ctx, &ds)
+		if r.Interval > 0 {
+			interval = r.Interval
 		}
-		if skipped != lastSkip && skipped != "" {
-			a.Log.Info("scorer not run", "scorer", ds.Name, "why", skipped)
+		if r.ScoreName != "" {
+			if scoreName != "" && r.ScoreName != scoreName {
+				a.Runner.dsf.forgetScores(scoreName)
+			}
+			scoreName = r.ScoreName
 		}
-		lastSkip = skipped
+		if r.Skipped != lastSkip && r.Skipped != "" {
+			a.Log.Info("scorer not run", "scorer", ds.Name, "why", r.Skipped)
+		}
+		lastSkip = r.Skipped
 		wait := interval
 		if wait == 0 {
 			wait = retryInterval
@@ -204,45 +243,79 @@ func (a *Agent) work(ctx context.Context, ds DynamicScorer) {
 	}
 }
 
-// Round runs ds once for the agent's cluster and sends its scores. It returns the scorer's
-// interval (0 when not known: the spec did not resolve) and, when nothing was asked of the
-// scoring endpoint, why.
-func (a *Agent) Round(ctx context.Context, ds *DynamicScorer) (interval time.Duration, skipped string) {
+// RoundResult is what one round of a scorer did.
+type RoundResult struct {
+	// Interval is the scorer's interval, 0 when not known (the spec did not resolve).
+	Interval time.Duration
+	// ScoreName is the scorer's score name, "" when not known.
+	ScoreName string
+	// Skipped says why nothing was asked of the scoring endpoint ("" when it was).
+	Skipped string
+}
+
+// Round runs ds once for the agent's cluster and sends its scores (none with scoreDestination
+// None: the score is exported as DSF's dynamic_score only).
+func (a *Agent) Round(ctx context.Context, ds *DynamicScorer) RoundResult {
 	rounds := a.Runner.metrics.rounds
-	ev, err := a.Runner.Evaluate(ctx, ds, scope{Cluster: a.Cluster, Masks: *a.masks.Load(), Owns: a.Owns})
+	dm := a.Runner.dsf
+	ev, err := a.Runner.Evaluate(ctx, ds, scope{Cluster: a.Cluster, Masks: *a.masks.Load(), Owns: a.Owns, Synced: true})
+	var out RoundResult
+	if ev != nil && ev.Plan != nil {
+		out.Interval, out.ScoreName = ev.Plan.Interval, ev.Plan.ScoreName
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			rounds.WithLabelValues(ds.Name, "failed").Inc()
+			if name := first(out.ScoreName, specScoreName(ds)); name != "" {
+				dm.round(name, err)
+			}
 			a.failed(ds.Name, err)
 		}
-		return 0, ""
+		return out
 	}
 	if ev.Skipped != "" {
 		rounds.WithLabelValues(ds.Name, "skipped").Inc()
-		return ev.Plan.Interval, ev.Skipped
+		if out.ScoreName != "" {
+			dm.forgetScores(out.ScoreName)
+		}
+		out.Skipped = ev.Skipped
+		return out
+	}
+	p := ev.Plan
+	if !p.Write {
+		dm.round(p.ScoreName, nil)
+		addSince(dm.sendTo, p.ScoreName, time.Now())
+		rounds.WithLabelValues(ds.Name, "scored").Inc()
+		a.Log.Info("scored: scoreDestination None, exported as dynamic_score only", "scorer", ds.Name, "results", len(ev.Results))
+		return out
 	}
 	if len(ev.Mapped.Items) == 0 {
+		dm.round(p.ScoreName, nil)
 		rounds.WithLabelValues(ds.Name, "empty").Inc()
 		a.Log.Info("the scorer answered no scores: nothing sent", "scorer", ds.Name, "dropped", ev.Mapped.Dropped)
-		return ev.Plan.Interval, ""
+		return out
 	}
-	su := contract.ScoreUpdated{Resource: ev.Plan.Resource, Items: ev.Mapped.Items}
-	vu := ev.Observed.Add(validityIntervals * max(ev.Plan.Interval, time.Minute))
+	su := contract.ScoreUpdated{Resource: p.Resource, Items: ev.Mapped.Items}
+	vu := ev.Observed.Add(validityIntervals * max(p.Interval, time.Minute))
 	su.ValidUntil = &vu
+	began := time.Now()
 	e, err := contract.NewScoreUpdated(a.Source, ev.Observed, su)
 	if err == nil {
 		err = a.Sender.Send(ctx, e)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
+			dm.round(p.ScoreName, err)
 			rounds.WithLabelValues(ds.Name, "failed").Inc()
 			a.Log.Error("sending the scores failed", "scorer", ds.Name, "resource", su.Resource, "err", err)
 		}
-		return ev.Plan.Interval, ""
+		return out
 	}
+	addSince(dm.sendTo, p.ScoreName, began)
+	dm.round(p.ScoreName, nil)
 	rounds.WithLabelValues(ds.Name, "sent").Inc()
 	a.Log.Info("scores sent", "scorer", ds.Name, "resource", su.Resource, "scores", len(su.Items[0].Scores), "id", e.ID())
-	return ev.Plan.Interval, ""
+	return out
 }
 
 func (a *Agent) failed(name string, err error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -26,8 +27,12 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
-// hubNamespace is where DSF's quickstart applies DynamicScorers: DSF's own namespace on the hub.
-const hubNamespace = "open-cluster-management"
+// hubNamespace is where DSF's quickstart applies DynamicScorers: DSF's own namespace on the hub
+// (its Helm install's). agentNamespace is DSF's agent namespace on a managed cluster.
+const (
+	hubNamespace   = "open-cluster-management"
+	agentNamespace = "dynamic-scoring"
+)
 
 // recorder is the agent's sink: every score.updated it sends, decoded.
 type recorder struct {
@@ -93,13 +98,15 @@ func applyPublished(ctx context.Context, t *testing.T, a *knlocal.Applier, files
 }
 
 // TestAgentRunsDSFPublishedSpecsUnchanged is DSF's agent on one managed cluster: the hub holds
-// every DynamicScorer DSF publishes, applied unchanged under scoreflow's CRDs; the agent reads them
-// with a hub client, runs each against this cluster's Prometheus (a real one holding the series
-// DSF's queries read, without a cluster label, as a managed cluster's own Prometheus holds them)
-// and DSF's own sample, static and LLM forecast scorers (unmodified; the scorers that need darts
-// stood in by testdata/dsf_scorer.py), and sends this cluster's scores. The deployment's endpoint
-// map says where each spec's placeholder hosts are. DSF's published DynamicScoringConfig masks
-// the LLM forecast for cluster2: cluster2's agent never calls that scorer.
+// every DynamicScorer DSF publishes, applied unchanged under scoreflow's CRDs, and DSF's published
+// DynamicScoringConfig; the hub's status writer probes each scorer as DSF's controller does and
+// writes it Active, with its /config in status.lastSyncedConfig; the agent reads them with a hub
+// client, runs each against this cluster's Prometheus (a real one holding the series DSF's queries
+// read, without a cluster label, as a managed cluster's own Prometheus holds them) and DSF's own
+// sample, static and LLM forecast scorers (unmodified; the scorers that need darts stood in by
+// testdata/dsf_scorer.py), with the token Secrets DSF's guide creates, read through the API, and
+// sends this cluster's scores. The endpoint map says where each spec's placeholder hosts are. The
+// published masks name the LLM forecast for cluster2: cluster2's agent never calls that scorer.
 func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -153,10 +160,54 @@ func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 		"http://simple-prediction-scorer:8000=" + prediction,
 		"http://${AI_WORKLOAD_SCORER_HOST}=" + aiWorkload,
 	}, ",")
-	tokens := t.TempDir()
-	writeFile(t, tokens, "api-auth-secret/token", "dummy-token-1234")
-	writeFile(t, tokens, "source-query-secret/token", "prometheus-token")
+	// The token Secrets DSF's guide creates in the agent's namespace on each managed cluster; the
+	// local API server stands in for the managed cluster's.
+	if _, err := hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, token := range map[string]string{"api-auth-secret": "dummy-token-1234", "source-query-secret": "prometheus-token"} {
+		if _, err := hub.Kube.CoreV1().Secrets(agentNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"token": token}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := &dsf.SecretTokens{Secrets: hub.Kube.CoreV1(), Namespace: agentNamespace}
 	dyn := dynamic.NewForConfigOrDie(hub.Config)
+
+	// The hub's status writer probes every scorer as DSF's controller does; agents run only the
+	// Active ones, with the /config it synced.
+	eps, err := dsf.ParseEndpoints(endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := dsf.NewStatusWriter(dyn, hubNamespace, dsf.StatusOptions{Endpoints: eps}, nil, slog.New(slog.NewTextHandler(&testLog{t: t, prefix: "status"}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swCtx, stopStatus := context.WithCancel(ctx)
+	swDone := make(chan error, 1)
+	go func() { swDone <- sw.Run(swCtx) }()
+	defer func() { stopStatus(); <-swDone }()
+	waitFor(ctx, t, "every published scorer Active", func() bool {
+		l, err := dyn.Resource(dsf.ScorersResource).Namespace(hubNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil || len(l.Items) != 7 {
+			return false
+		}
+		for _, u := range l.Items {
+			if h, _, _ := unstructured.NestedString(u.Object, "status", "healthStatus"); h != dsf.HealthActive {
+				return false
+			}
+		}
+		return true
+	})
+	// With configSyncMode Full, the scorer's /config is in the status, as DSF's MCP sample reads it.
+	u, err := dyn.Resource(dsf.ScorersResource).Namespace(hubNamespace).Get(ctx, "sample-scorer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, _, _ := unstructured.NestedString(u.Object, "status", "lastSyncedConfig", "scoring", "params", "name"); name != "sample_my_score" {
+		t.Errorf("sample-scorer's status.lastSyncedConfig names score %q, want sample_my_score: %v", name, u.Object["status"])
+	}
 
 	// cluster2 first, alone: the LLM forecast is masked for it.
 	c2, stop2 := startAgent(ctx, t, dyn, "cluster2", endpoints, tokens)
@@ -239,7 +290,7 @@ func TestAgentRunsDSFPublishedSpecsUnchanged(t *testing.T) {
 }
 
 // startAgent runs an agent for cluster until the returned stop is called (or the test ends).
-func startAgent(ctx context.Context, t *testing.T, hub dynamic.Interface, cluster, endpoints, tokens string) (*recorder, func()) {
+func startAgent(ctx context.Context, t *testing.T, hub dynamic.Interface, cluster, endpoints string, tokens dsf.Tokens) (*recorder, func()) {
 	t.Helper()
 	fn := function.New("dsf-bridge", "test")
 	fn.Log = slog.New(slog.NewTextHandler(&testLog{t: t, prefix: cluster}, nil))
@@ -247,7 +298,7 @@ func startAgent(ctx context.Context, t *testing.T, hub dynamic.Interface, cluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, TokenDir: tokens}}, fn.Registry, fn.Log)
+	run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, Tokens: tokens}}, fn.Registry, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

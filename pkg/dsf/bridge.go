@@ -105,12 +105,24 @@ func (b *Bridge) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 		return nil, scorer.BadConfig("no DynamicScorer %s in the bridge's scorers file (it has %s)", contract.Truncate(fmt.Sprintf("%q", pc.Scorer), 80), names(objs.Scorers))
 	}
 	ev, err := b.run.Evaluate(ctx, ds, scope{ClusterLabel: b.clusterLabel, Masks: objs.Masks, Owns: b.owns})
+	name := specScoreName(ds)
+	if ev != nil && ev.Plan != nil {
+		name = ev.Plan.ScoreName
+	}
 	if err != nil {
+		if name != "" {
+			b.run.dsf.round(name, err)
+		}
 		return nil, b.failed(ds.Name, err)
 	}
 	b.succeeded(ds.Name)
 	if ev.Skipped != "" {
 		b.log.Info("scorer not run", "scorer", ds.Name, "why", ev.Skipped)
+		return nil, nil
+	}
+	b.run.dsf.round(name, nil)
+	if !ev.Plan.Write {
+		b.log.Info("scored: scoreDestination None, exported as dynamic_score only", "scorer", ds.Name, "results", len(ev.Results))
 		return nil, nil
 	}
 	m := ev.Mapped
@@ -156,7 +168,7 @@ func (b *Bridge) load() (*Objects, error) {
 	}
 	for _, s := range b.objects.orNone().Scorers {
 		if !kept[s.Name] {
-			b.run.Forget(s.Name)
+			b.run.Forget(s.Name, specScoreName(&s))
 			delete(b.streak, s.Name)
 		}
 	}
@@ -218,4 +230,12 @@ func names(ss []DynamicScorer) string {
 		return "none"
 	}
 	return contract.Truncate(strings.Join(out, ", "), 200)
+}
+
+// specScoreName is the spec's own scoring.params.name, "" when only the scorer's /config names it.
+func specScoreName(ds *DynamicScorer) string {
+	if p := ds.Spec.Scoring.Params; p != nil {
+		return p.Name
+	}
+	return ""
 }

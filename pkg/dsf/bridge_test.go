@@ -172,29 +172,47 @@ spec:
 		if h, n := s.counts(); h != 1 || n != 1 {
 			t.Errorf("None: /healthz asked %d times, scoring %d; want 1 and still 1 (an Inactive scorer is not called)", h, n)
 		}
-		if m := b.metrics(t); !strings.Contains(m, `scoreflow_dsf_scorer_healthy{scorer="none"} 0`) || !strings.Contains(m, `scoreflow_dsf_scorer_healthy{scorer="full"} 1`) {
-			t.Errorf("/metrics does not show Active and Inactive:\n%s", grep(m, "healthy"))
+		// DSF's round counter, by score name: one success (full), one failure (none).
+		if m := b.metrics(t); !strings.Contains(m, `dynamic_scoring_requests_total{score_name="s_score",status="success"} 1`) ||
+			!strings.Contains(m, `dynamic_scoring_requests_total{score_name="s_score",status="failure"} 1`) {
+			t.Errorf("/metrics does not count a success and a failure:\n%s", grep(m, "dynamic_scoring_requests_total"))
 		}
 	})
 
-	t.Run("hosts the deployment did not list are never contacted, redirects never followed", func(t *testing.T) {
+	t.Run("placeholders are never contacted, redirects never followed", func(t *testing.T) {
 		tr := newTrap(t)
-		s := newGoScorer(t, meanOf)
-		s.config = map[string]any{"name": "s", "description": "d",
-			"source":  map[string]any{"type": "Prometheus", "host": tr.URL, "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
-			"scoring": map[string]any{"host": tr.URL, "path": "/scoring", "params": map[string]any{"name": "s_score", "interval": 30}}}
 		redirect := python(t, "redirect", "--to", tr.URL)
 		tokens := t.TempDir()
 		writeFile(t, tokens, "api-auth-secret/token", "redirect-token")
-		b := serve(t, scorerDoc("lists-elsewhere", fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL))+
-			scorerDoc("not-listed", hubSpec(tr.URL, "cpu_usage", "/scoring", "s_score", ""))+
+		b := serve(t, scorerDoc("placeholder", hubSpec("http://${EXTERNAL_SCORER_IP}:8000", "cpu_usage", "/scoring", "s_score", ""))+
 			scorerDoc("redirects", hubSpec(redirect, "cpu_usage", "/scoring", "r_score", "    auth: {tokenSecretRef: {name: api-auth-secret, key: token}}")),
-			bridgeOptions{endpoints: thanos + "," + s.URL + "," + redirect, at: at, tokenDir: tokens})
-		expectFailure(t, b, "lists-elsewhere", http.StatusBadRequest, contract.ReasonBadConfig, false, "is not one of the deployment's endpoints")
-		expectFailure(t, b, "not-listed", http.StatusBadRequest, contract.ReasonBadConfig, false, "is not one of the deployment's endpoints")
+			bridgeOptions{endpoints: thanos, at: at, tokenDir: tokens})
+		expectFailure(t, b, "placeholder", http.StatusBadRequest, contract.ReasonBadConfig, false, "is a placeholder, not a host")
 		expectFailure(t, b, "redirects", http.StatusBadRequest, dsf.ReasonScorerFailed, false, "answered 302, a redirect: not followed")
 		if n := tr.conns.Load(); n != 0 {
-			t.Errorf("a host nobody listed got %d connections", n)
+			t.Errorf("the redirect's target got %d connections", n)
+		}
+	})
+
+	t.Run("destination None: scored, exported as dynamic_score, no reply", func(t *testing.T) {
+		s := newGoScorer(t, meanOf)
+		spec := strings.Replace(hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", ""), "scoreDestination: AddOnPlacementScore", "scoreDestination: None", 1)
+		b := serve(t, scorerDoc("metric-only", spec), bridgeOptions{endpoints: thanos, at: at})
+		status, reply := functest.Send(t, b.url, functest.Ping(`{"scorer": "metric-only"}`))
+		if status != http.StatusAccepted || reply != nil {
+			t.Errorf("status %d reply %v, want 202 and none", status, reply)
+		}
+		if _, n := s.counts(); n != 1 {
+			t.Errorf("the scorer was called %d times, want 1", n)
+		}
+		m := b.metrics(t)
+		for _, want := range []string{
+			`dynamic_score{ds_app="web",ds_cluster="east",ds_container="",ds_device="",ds_meta="",ds_namespace="",ds_node="",ds_pod="",ds_score_name="s_score"} 20`,
+			`dynamic_score{ds_app="web",ds_cluster="west",ds_container="",ds_device="",ds_meta="",ds_namespace="",ds_node="",ds_pod="",ds_score_name="s_score"} 50`,
+		} {
+			if !strings.Contains(m, want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, grep(m, "dynamic_score{"))
+			}
 		}
 	})
 

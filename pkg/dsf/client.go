@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -33,8 +31,12 @@ const (
 	ReasonNoCluster contract.Reason = "NoClusterLabel"
 )
 
-// MaxResponseBytes bounds what is read from a scorer.
+// MaxResponseBytes bounds what is read from a scorer's scoring endpoint.
 const MaxResponseBytes = 8 << 20
+
+// MaxConfigBytes bounds a /config answer: a few hundred bytes in DSF's samples, and written whole
+// into the DynamicScorer's status.lastSyncedConfig, whose object must stay small.
+const MaxConfigBytes = 64 << 10
 
 // Result is one entry of a scorer's answer. Score is a pointer so that a missing score is told
 // from a zero one: a missing score is never written as 0.
@@ -54,7 +56,7 @@ type scoringResponse struct {
 }
 
 // client talks to scorers over HTTP. Each request is bounded by the http.Client's timeout;
-// redirects are not followed, so a token never goes to a host the deployment did not list.
+// redirects are not followed, so a token never goes to a host the spec did not name.
 type client struct {
 	http *http.Client
 }
@@ -93,7 +95,7 @@ func (c *client) config(ctx context.Context, url string) (*RemoteConfig, error) 
 		return nil, scorer.BadConfig("configURL: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	body, err := c.do(req, "")
+	body, err := c.do(req, "", MaxConfigBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +106,8 @@ func (c *client) config(ctx context.Context, url string) (*RemoteConfig, error) 
 	return &rc, nil
 }
 
-// score POSTs the data to the scoring endpoint and decodes its results.
-func (c *client) score(ctx context.Context, url, tokenFile string, data model.Matrix) ([]Result, error) {
+// score POSTs the data to the scoring endpoint, with token when not empty, and decodes its results.
+func (c *client) score(ctx context.Context, url, token string, data model.Matrix) ([]Result, error) {
 	if data == nil {
 		data = model.Matrix{}
 	}
@@ -118,7 +120,7 @@ func (c *client) score(ctx context.Context, url, tokenFile string, data model.Ma
 		return nil, scorer.BadConfig("scoring: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	body, err := c.do(req, tokenFile)
+	body, err := c.do(req, token, MaxResponseBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -132,15 +134,11 @@ func (c *client) score(ctx context.Context, url, tokenFile string, data model.Ma
 	return *sr.Results, nil
 }
 
-// do sends req with the token read from tokenFile (if any) and returns the 2xx body; any other
-// answer is an error with a reason that names the status and never the body: a scorer's error
-// answer (a traceback, an echo of the request) is for its own logs.
-func (c *client) do(req *http.Request, tokenFile string) ([]byte, error) {
-	if tokenFile != "" {
-		token, err := readToken(tokenFile)
-		if err != nil {
-			return nil, err
-		}
+// do sends req with the bearer token (if any) and returns the 2xx body, at most limit bytes; any
+// other answer is an error with a reason that names the status and never the body: a scorer's
+// error answer (a traceback, an echo of the request) is for its own logs.
+func (c *client) do(req *http.Request, token string, limit int64) ([]byte, error) {
+	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	what := req.Method + " " + req.URL.Redacted()
@@ -154,32 +152,18 @@ func (c *client) do(req *http.Request, tokenFile string) ([]byte, error) {
 	case s >= 500 || s == http.StatusTooManyRequests || s == http.StatusRequestTimeout:
 		return nil, unavailable("%s answered %d", what, s)
 	case s >= 300 && s < 400:
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s answered %d, a redirect: not followed (list the target in ENDPOINTS and name it in the spec)", what, s))
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s answered %d, a redirect: not followed (name the target in the spec)", what, s))
 	default:
 		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s answered %d", what, s))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	switch {
 	case err != nil:
 		return nil, unavailable("%s: reading the answer: %s", what, netError(err))
-	case len(body) > MaxResponseBytes:
-		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: the answer is over %d bytes", what, MaxResponseBytes))
+	case int64(len(body)) > limit:
+		return nil, scorer.Fail(ReasonScorerFailed, false, fmt.Errorf("%s: the answer is over %d bytes", what, limit))
 	}
 	return body, nil
-}
-
-// readToken reads a mounted Secret's file on every request, so a rotated Secret applies at once.
-// Errors name the path, never the content.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", scorer.BadConfig("token file %s: %v (is the Secret mounted?)", path, errors.Unwrap(err))
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", scorer.BadConfig("token file %s is empty", path)
-	}
-	return token, nil
 }
 
 // netError words a transport error without its URL (the caller names it once) and without

@@ -7,14 +7,13 @@ import (
 	"strings"
 )
 
-// Endpoints is the deployment's list of the hosts a DSF scorer may make scoreflow contact, each
-// mapped to where it really is. A key is a host as DynamicScorer specs and scorers' /config answers
-// write it, scheme://host[:port], placeholders included (DSF's samples write
-// http://<NodeIP>:30007 and http://${EXTERNAL_SCORER_IP}:8000 for the user to fill in, and
-// in-cluster names such as http://kube-prometheus-kube-prome-prometheus.monitoring.svc:9090); a
-// value is an http(s) base URL, possibly with a path prefix. A spec is applied unchanged and the
-// deployment says where its hosts are; a host that is not listed is never contacted, whatever a
-// spec or a scorer's answer names.
+// Endpoints is the deployment's optional rewrite of hosts: where a host that DynamicScorer specs
+// and scorers' /config answers write really is, for a cluster where it is elsewhere. A key is a
+// host as written, scheme://host[:port], placeholders included (DSF's samples write
+// http://<NodeIP>:30007 and http://${EXTERNAL_SCORER_IP}:8000 for the user to fill in); a value is
+// an http(s) base URL, possibly with a path prefix. A host that is not listed is contacted as
+// written: which hosts may be contacted is the hub's DynamicScorers' business (whoever may create
+// them), not a list in scoreflow's manifests. A placeholder nobody filled in is never a host.
 type Endpoints map[string]string
 
 // ParseEndpoints reads entries separated by commas, spaces or newlines, each NAME=URL (NAME is
@@ -45,22 +44,36 @@ func ParseEndpoints(s string) (Endpoints, error) {
 	return e, nil
 }
 
-// Resolve maps a URL as a spec or /config writes it to the URL to contact, or says why it may
-// not be contacted.
+// Resolve maps a URL as a spec or /config writes it to the URL to contact: rewritten when its host
+// is mapped, else as written. It says why a URL cannot be contacted: not http(s), or a host that is
+// still a placeholder.
 func (e Endpoints) Resolve(raw string) (string, error) {
 	key, rest, err := origin(raw)
 	if err != nil {
 		return "", err
 	}
-	base, ok := e[key]
-	if !ok {
-		return "", fmt.Errorf("%s is not one of the deployment's endpoints (ENDPOINTS): add %s=<its URL> to contact it", key, key)
+	if base, ok := e[key]; ok {
+		out := base + rest
+		if u, err := url.Parse(out); err != nil || u.Host == "" {
+			return "", fmt.Errorf("%q mapped to %q is not a URL", raw, out)
+		}
+		return out, nil
 	}
-	out := base + rest
-	if u, err := url.Parse(out); err != nil || u.Host == "" {
-		return "", fmt.Errorf("%q mapped to %q is not a URL", raw, out)
+	if strings.ContainsAny(key, "<>${}") {
+		return "", fmt.Errorf("%s is a placeholder, not a host: write the address in the DynamicScorer, or map it in ENDPOINTS (%s=<its URL>)", key, key)
+	}
+	out := key + rest
+	if u, err := url.Parse(out); err != nil || u.Host == "" || u.User != nil {
+		return "", fmt.Errorf("%q is not a URL", raw)
 	}
 	return out, nil
+}
+
+// sameOrigin reports whether two URLs as written name the same scheme://host[:port].
+func sameOrigin(a, b string) bool {
+	oa, _, errA := origin(a)
+	ob, _, errB := origin(b)
+	return errA == nil && errB == nil && oa == ob
 }
 
 // String lists the entries, sorted, as ParseEndpoints reads them.

@@ -72,7 +72,7 @@ func serve(t *testing.T, scorers string, o bridgeOptions) *bridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, TokenDir: o.tokenDir}, Timeout: o.timeout}, fn.Registry, fn.Log)
+	run, err := dsf.NewRunner(dsf.Options{Settings: dsf.Settings{Endpoints: eps, Tokens: dsf.TokenDir(o.tokenDir)}, Timeout: o.timeout}, fn.Registry, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

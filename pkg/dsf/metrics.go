@@ -9,12 +9,12 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
-// metrics are labelled by scorer, a DynamicScorer's metadata.name: only scorers the administrator
-// configured ever appear, and a scorer no longer configured is forgotten.
+// metrics are scoreflow's own, beside DSF's (dsfMetrics): labelled by scorer, a DynamicScorer's
+// metadata.name, so only scorers the administrator configured ever appear, and a scorer no longer
+// configured is forgotten.
 type metrics struct {
 	clamped *prometheus.CounterVec
 	dropped *prometheus.CounterVec
-	healthy *prometheus.GaugeVec
 	scoring *prometheus.HistogramVec
 	source  *prometheus.HistogramVec
 	rounds  *prometheus.CounterVec
@@ -31,10 +31,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "scoreflow_dsf_results_dropped_total",
 			Help: "Scorer results not written, by scorer and why: score (missing or not finite), cluster (hub mode: no valid cluster label), masked, name (not an AddOnPlacementScore item name), duplicate (a name given twice: the first is kept), cap (too many names for one cluster).",
 		}, []string{"scorer", "why"}),
-		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "scoreflow_dsf_scorer_healthy",
-			Help: "1 when the scorer's last probe succeeded (DSF's Active: /config decoded with configSyncMode Full, /healthz 200 with None), else 0 (Inactive).",
-		}, []string{"scorer"}),
 		scoring: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scoreflow_dsf_scoring_seconds",
 			Help:    "Calls of a scorer's scoring endpoint by scorer and outcome (ok, unavailable, failed).",
@@ -47,10 +43,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"scorer", "outcome"}),
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_dsf_rounds_total",
-			Help: "Agent mode: rounds by scorer and outcome (sent, empty, skipped, failed), DSF's dynamic_scoring_requests_total.",
+			Help: "Agent mode: rounds by scorer (DynamicScorer name) and outcome: sent, scored (scoreDestination None: exported as dynamic_score only), empty, skipped (masked, not Active, not synced), failed.",
 		}, []string{"scorer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.clamped, m.dropped, m.healthy, m.scoring, m.source, m.rounds} {
+	for _, c := range []prometheus.Collector{m.clamped, m.dropped, m.scoring, m.source, m.rounds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -76,7 +72,6 @@ func (m *metrics) forget(name string) {
 	l := prometheus.Labels{"scorer": name}
 	m.clamped.DeletePartialMatch(l)
 	m.dropped.DeletePartialMatch(l)
-	m.healthy.DeletePartialMatch(l)
 	m.scoring.DeletePartialMatch(l)
 	m.source.DeletePartialMatch(l)
 	m.rounds.DeletePartialMatch(l)

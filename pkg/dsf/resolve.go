@@ -3,12 +3,9 @@ package dsf
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
@@ -18,12 +15,13 @@ import (
 // possibly behind a prefix (a proxy's /prometheus/api/v1/query_range).
 const queryRangePath = "/api/v1/query_range"
 
-// Settings are what the deployment decides: where the hosts specs name really are, and where the
-// Secrets they name are mounted.
+// Settings are what the deployment decides: where hosts the specs name are when elsewhere than
+// written, and where the Secrets they name are read.
 type Settings struct {
 	Endpoints Endpoints
-	// TokenDir holds one directory per mounted Secret: <TokenDir>/<name>/<key>.
-	TokenDir string
+	// Tokens reads tokenSecretRef{name, key}: the agent's namespace on its managed cluster, or
+	// mounted files in hub mode. Nil: a spec naming a Secret fails.
+	Tokens Tokens
 }
 
 // Probe is how a scorer is asked whether it is up, as DSF's controller asks it: with
@@ -48,11 +46,15 @@ type Plan struct {
 
 	Queries     []string // none for source type None
 	PromURL     string   // Prometheus' base URL (query_range's path removed)
-	PromToken   string   // token file, "" for none
 	Range, Step time.Duration
+	ScoringURL  string
 
-	ScoringURL   string
-	ScoringToken string
+	// PromAuth and ScoringAuth are the spec's tokens, each set only when the request goes to the
+	// host the spec pairs it with (its source.host or scoring.host, else configURL's host): a host
+	// that comes from the scorer's /config gets no token. When a token is withheld, the Withheld
+	// field says why (for the log, and the error if the request then fails).
+	PromAuth, ScoringAuth         *SecretRef
+	PromWithheld, ScoringWithheld string
 }
 
 // Prepare checks the fields DSF requires of a spec before any request (configURL, configSyncMode,
@@ -96,10 +98,10 @@ func Prepare(ds *DynamicScorer, s Settings) (*Probe, error) {
 	if err := checkFormat(sp.ScoreDimensionFormat); err != nil {
 		errs = append(errs, fmt.Errorf("scoreDimensionFormat: %v", err))
 	}
-	if _, err := tokenPath(sp.Source.Auth, s.TokenDir); err != nil {
+	if err := checkRef(sp.Source.Auth); err != nil {
 		errs = append(errs, fmt.Errorf("source.auth: %v", err))
 	}
-	if _, err := tokenPath(sp.Scoring.Auth, s.TokenDir); err != nil {
+	if err := checkRef(sp.Scoring.Auth); err != nil {
 		errs = append(errs, fmt.Errorf("scoring.auth: %v", err))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -110,8 +112,9 @@ func Prepare(ds *DynamicScorer, s Settings) (*Probe, error) {
 
 // Resolve merges a prepared spec with the scorer's /config (nil with configSyncMode None) as DSF
 // does, field by field: a field /config sets wins, else the spec's, else (for hosts) configURL's
-// scheme and host. Auth, location, destination and format are always the spec's. Every host is
-// mapped through the deployment's Endpoints.
+// scheme and host. Location, destination and format are always the spec's; so are the tokens,
+// which go only to the hosts the spec pairs them with. Every host is rewritten as the
+// deployment's Endpoints say.
 func Resolve(ds *DynamicScorer, remote *RemoteConfig, s Settings) (*Plan, error) {
 	sp := &ds.Spec
 	if remote == nil {
@@ -152,14 +155,15 @@ func Resolve(ds *DynamicScorer, remote *RemoteConfig, s Settings) (*Plan, error)
 	p.Interval = time.Duration(interval) * time.Second
 	configOrigin, _, _ := origin(sp.ConfigURL)
 
-	host := first(remote.Scoring.Host, sp.Scoring.Host, configOrigin)
+	specHost := first(sp.Scoring.Host, configOrigin)
+	host := first(remote.Scoring.Host, specHost)
 	path := first(remote.Scoring.Path, sp.Scoring.Path)
 	if u, err := s.Endpoints.Resolve(joinPath(host, path)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %v", from(remote.Scoring.Host != "", "scoring.host"), err))
 	} else {
 		p.ScoringURL = u
 	}
-	p.ScoringToken, _ = tokenPath(sp.Scoring.Auth, s.TokenDir)
+	p.ScoringAuth, p.ScoringWithheld = pair(sp.Scoring.Auth, specHost, host, "scoring")
 
 	typ := first(remote.Source.Type, sp.Source.Type)
 	switch {
@@ -194,7 +198,8 @@ func (p *Plan) source(sp *ScorerSpec, remote *RemoteConfig, sParams SourceParams
 	if err := prom.CheckRange(p.Range, p.Step); err != nil {
 		errs = append(errs, fmt.Errorf("source.params.range, step (seconds): %v", err))
 	}
-	host := first(remote.Source.Host, sp.Source.Host, configOrigin)
+	specHost := first(sp.Source.Host, configOrigin)
+	host := first(remote.Source.Host, specHost)
 	path := strings.TrimRight(first(remote.Source.Path, sp.Source.Path, queryRangePath), "/")
 	if !strings.HasSuffix(path, queryRangePath) {
 		errs = append(errs, fmt.Errorf("%s: %q is not Prometheus' %s", from(remote.Source.Path != "", "source.path"), path, queryRangePath))
@@ -203,27 +208,32 @@ func (p *Plan) source(sp *ScorerSpec, remote *RemoteConfig, sParams SourceParams
 	} else {
 		p.PromURL = strings.TrimRight(u, "/")
 	}
-	p.PromToken, _ = tokenPath(sp.Source.Auth, s.TokenDir)
+	p.PromAuth, p.PromWithheld = pair(sp.Source.Auth, specHost, host, "source")
 	return errs
 }
 
-// tokenPath is the file of a mounted Secret's key; "" without auth.
-func tokenPath(a *Auth, dir string) (string, error) {
+// pair returns the spec's token for a request to host (as written, before any rewrite) only when
+// host is the one the spec itself gives for it (specHost: the spec's own host field, else
+// configURL's host). A /config answer that moves the request elsewhere, to the scorer's own
+// address say, gets no token; why is returned instead.
+func pair(a *Auth, specHost, host, field string) (*SecretRef, string) {
 	if a == nil {
-		return "", nil
+		return nil, ""
 	}
-	r := a.TokenSecretRef
-	var errs []error
-	if es := validation.IsDNS1123Subdomain(r.Name); len(es) > 0 {
-		errs = append(errs, fmt.Errorf("tokenSecretRef.name: %q: %s", r.Name, strings.Join(es, "; ")))
+	if sameOrigin(specHost, host) {
+		ref := a.TokenSecretRef
+		return &ref, ""
 	}
-	if es := validation.IsConfigMapKey(r.Key); len(es) > 0 {
-		errs = append(errs, fmt.Errorf("tokenSecretRef.key: %q: %s", r.Key, strings.Join(es, "; ")))
+	return nil, fmt.Sprintf("the spec's %s token (Secret %s) is for %s: not sent to %s, which the scorer's /config names as %s.host",
+		field, a.TokenSecretRef.Name, hostOf(specHost), hostOf(host), field)
+}
+
+// hostOf is a URL's scheme://host[:port] as written, or the URL itself when it has none.
+func hostOf(u string) string {
+	if o, _, err := origin(u); err == nil {
+		return o
 	}
-	if err := errors.Join(errs...); err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, r.Name, r.Key), nil
+	return u
 }
 
 // placeholders are DSF's: a result's labels fill them, except scoreName (scoring.params.name)

@@ -14,7 +14,6 @@ var testSettings = Settings{
 		"http://scorer.example":           "http://10.0.0.7",
 		"http://other-prom:9090":          "http://10.0.0.8:9090",
 	},
-	TokenDir: "/tokens",
 }
 
 func scorerOf(spec ScorerSpec) *DynamicScorer {
@@ -23,9 +22,17 @@ func scorerOf(spec ScorerSpec) *DynamicScorer {
 	return ds
 }
 
+const withheldMark = "(withheld)"
+
+var (
+	promToken = &SecretRef{Name: "source-query-secret", Key: "token"}
+	apiToken  = &SecretRef{Name: "api-auth-secret", Key: "token"}
+)
+
 // TestResolveMergesLikeDSF: with configSyncMode Full a field /config sets wins, field by field;
 // what it leaves out comes from the spec, and hosts from configURL last, as DSF's controller builds
-// its summaries (getValid* in internal/controller/dynamicscoringconfig_controller.go).
+// its summaries (getValid* in internal/controller/dynamicscoringconfig_controller.go). The spec's
+// tokens go only to the hosts the spec gives them for: a host /config moves elsewhere gets none.
 func TestResolveMergesLikeDSF(t *testing.T) {
 	base := ScorerSpec{
 		ConfigURL: "http://<NodeIP>:30007/config", ConfigSyncMode: SyncFull, Location: "Internal", ScoreDestination: DestinationAPS,
@@ -36,8 +43,8 @@ func TestResolveMergesLikeDSF(t *testing.T) {
 			Auth: &Auth{TokenSecretRef: SecretRef{Name: "api-auth-secret", Key: "token"}}},
 	}
 	sample := &RemoteConfig{Name: "sample-scorer",
-		Source:  RemoteSource{Type: "Prometheus", Host: "http://other-prom:9090", Path: "/api/v1/query_range", Params: SourceParams{Query: "a; b ;", Range: 3600, Step: 60}},
-		Scoring: RemoteScoring{Path: "/scoring", Params: ScoringParams{Name: "sample_my_score", Interval: 30}}}
+		Source:  RemoteSource{Type: "Prometheus", Host: "http://other-prom:9090", Path: "/api/v1/query_range", Params: RemoteSourceParams{Query: "a; b ;", Range: 3600, Step: 60}},
+		Scoring: RemoteScoring{Path: "/scoring", Params: RemoteScoringParams{Name: "sample_my_score", Interval: 30}}}
 	tests := []struct {
 		name   string
 		spec   func(*ScorerSpec)
@@ -46,29 +53,29 @@ func TestResolveMergesLikeDSF(t *testing.T) {
 	}{
 		{"Full: /config wins field by field, auth stays the spec's", nil, sample, Plan{
 			ScoreName: "sample_my_score", Resource: "sample-my-score", Interval: 30 * time.Second,
-			Queries: []string{"a", "b"}, Range: time.Hour, Step: time.Minute, PromURL: "http://10.0.0.8:9090", PromToken: "/tokens/source-query-secret/token",
-			ScoringURL: "http://10.0.0.5:30007/scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+			Queries: []string{"a", "b"}, Range: time.Hour, Step: time.Minute, PromURL: "http://10.0.0.8:9090", PromWithheld: withheldMark,
+			ScoringURL: "http://10.0.0.5:30007/scoring", ScoringAuth: apiToken}},
 		{"Full: what /config leaves out falls back to the spec", nil, &RemoteConfig{
-			Source:  RemoteSource{Type: "prometheus", Params: SourceParams{Range: 120}},
-			Scoring: RemoteScoring{Params: ScoringParams{Name: "partial"}}}, Plan{
+			Source:  RemoteSource{Type: "prometheus", Params: RemoteSourceParams{Range: 120}},
+			Scoring: RemoteScoring{Params: RemoteScoringParams{Name: "partial"}}}, Plan{
 			ScoreName: "partial", Resource: "partial", Interval: 45 * time.Second,
-			Queries: []string{"spec_query"}, Range: 2 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.9:9090", PromToken: "/tokens/source-query-secret/token",
-			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+			Queries: []string{"spec_query"}, Range: 2 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.9:9090", PromAuth: promToken,
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringAuth: apiToken}},
 		{"/config's scoring.host is the scoring host (DSF's controller takes the source host: not copied)", nil, &RemoteConfig{
 			Source:  RemoteSource{Type: "None", Host: "http://other-prom:9090"},
-			Scoring: RemoteScoring{Host: "http://scorer.example", Path: "/s", Params: ScoringParams{Name: "n", Interval: 10}}}, Plan{
-			ScoreName: "n", Resource: "n", Interval: 10 * time.Second, ScoringURL: "http://10.0.0.7/s", ScoringToken: "/tokens/api-auth-secret/token"}},
+			Scoring: RemoteScoring{Host: "http://scorer.example", Path: "/s", Params: RemoteScoringParams{Name: "n", Interval: 10}}}, Plan{
+			ScoreName: "n", Resource: "n", Interval: 10 * time.Second, ScoringURL: "http://10.0.0.7/s", ScoringWithheld: withheldMark}},
 		{"None: the spec alone, hosts from configURL when it names none", func(s *ScorerSpec) {
 			s.ConfigSyncMode, s.Source.Type, s.Source.Host = SyncNone, "Prometheus", ""
 		}, nil, Plan{
 			ScoreName: "spec_score", Resource: "spec-score", Interval: 45 * time.Second,
-			Queries: []string{"spec_query"}, Range: 10 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.5:30007", PromToken: "/tokens/source-query-secret/token",
-			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+			Queries: []string{"spec_query"}, Range: 10 * time.Minute, Step: 30 * time.Second, PromURL: "http://10.0.0.5:30007", PromAuth: promToken,
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringAuth: apiToken}},
 		{"scoreDestination None: resolved, written nowhere", func(s *ScorerSpec) {
 			s.ConfigSyncMode, s.Source.Type, s.ScoreDestination = SyncNone, "None", DestinationNone
 		}, nil, Plan{
 			ScoreName: "spec_score", Resource: "spec-score", Interval: 45 * time.Second,
-			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringToken: "/tokens/api-auth-secret/token"}},
+			ScoringURL: "http://10.0.0.5:30007/spec-scoring", ScoringAuth: apiToken}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +95,12 @@ func TestResolveMergesLikeDSF(t *testing.T) {
 			}
 			want := tt.want
 			want.Scorer, want.Format, want.Write = "s", "${node};${namespace};${pod}", spec.ScoreDestination == DestinationAPS
+			// A withheld token says why, naming both hosts; the message itself is not the point.
+			for _, w := range []struct{ got, want *string }{{&got.PromWithheld, &want.PromWithheld}, {&got.ScoringWithheld, &want.ScoringWithheld}} {
+				if *w.want == withheldMark && strings.Contains(*w.got, "not sent to") {
+					*w.got = withheldMark
+				}
+			}
 			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("plan\n  %+v\nwant\n  %+v", *got, want)
 			}
@@ -106,7 +119,7 @@ func TestResolveRefuses(t *testing.T) {
 		quote string
 	}{
 		{"no configURL", func(s *ScorerSpec) { s.ConfigURL = "" }, "configURL: is required"},
-		{"configURL not listed", func(s *ScorerSpec) { s.ConfigURL = "http://elsewhere:8000/config" }, "http://elsewhere:8000 is not one of the deployment's endpoints"},
+		{"configURL a placeholder nobody filled in", func(s *ScorerSpec) { s.ConfigURL = "http://${EXTERNAL_SCORER_IP}:8000/config" }, "http://${external_scorer_ip}:8000 is a placeholder"},
 		{"configURL not http", func(s *ScorerSpec) { s.ConfigURL = "file:///etc/passwd" }, "configURL:"},
 		{"sync mode", func(s *ScorerSpec) { s.ConfigSyncMode = "" }, "configSyncMode"},
 		{"location (DSF skips such a scorer)", func(s *ScorerSpec) { s.Location = "" }, "location: is required"},
@@ -150,9 +163,9 @@ func TestResolveRefuses(t *testing.T) {
 			s.Source.Type, s.Source.Path = "Prometheus", "/api/v1/query"
 			s.Source.Params = &SourceParams{Query: "up", Range: 60, Step: 60}
 		}, nil, "source.path"},
-		{"/config names a host the deployment did not list", nil, &RemoteConfig{
-			Source:  RemoteSource{Type: "Prometheus", Host: "http://169.254.169.254", Path: "/api/v1/query_range", Params: SourceParams{Query: "up", Range: 60, Step: 60}},
-			Scoring: RemoteScoring{Path: "/scoring", Params: ScoringParams{Name: "n", Interval: 30}}}, "the scorer's /config source.host: http://169.254.169.254 is not one of the deployment's endpoints"},
+		{"/config names a placeholder", nil, &RemoteConfig{
+			Source:  RemoteSource{Type: "Prometheus", Host: "http://${PROM}", Path: "/api/v1/query_range", Params: RemoteSourceParams{Query: "up", Range: 60, Step: 60}},
+			Scoring: RemoteScoring{Path: "/scoring", Params: RemoteScoringParams{Name: "n", Interval: 30}}}, "the scorer's /config source.host: http://${prom} is a placeholder"},
 		{"a score name that makes an invalid object name", func(s *ScorerSpec) { s.Scoring.Params.Name = "a..b" }, nil, `"a..b" is not a valid AddOnPlacementScore name`},
 	}
 	for _, tt := range resolveTests {

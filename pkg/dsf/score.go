@@ -37,6 +37,9 @@ type scope struct {
 	// Owns refuses a resource the deployment does not let this scorer score (scorer.Options'
 	// CheckResource, from --resources): checked once the spec is resolved, before any query.
 	Owns func(resource string) error
+	// Synced is agent mode: the scorer's health and /config are the hub's (its DynamicScorer's
+	// status), never asked of the scorer by the agent.
+	Synced bool
 }
 
 // mapResults turns a scorer's results into one item per cluster, sorted by cluster, scores sorted

@@ -40,15 +40,30 @@ const (
 
 	// DefaultDimensionFormat names each score when a spec names no format (DSF's default).
 	DefaultDimensionFormat = "${scoreName}"
+
+	// status.healthStatus: Active when the last probe succeeded, Inactive when it failed, Unknown
+	// (or empty) before any.
+	HealthActive   = "Active"
+	HealthInactive = "Inactive"
+	HealthUnknown  = "Unknown"
 )
 
 // DynamicScorer is one scorer a cluster administrator registered.
 type DynamicScorer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              ScorerSpec `json:"spec"`
-	// Status is written by DSF's own controller when it runs; scoreflow neither reads nor writes it.
-	Status json.RawMessage `json:"status,omitempty"`
+	Spec              ScorerSpec   `json:"spec"`
+	Status            ScorerStatus `json:"status,omitempty"`
+}
+
+// ScorerStatus is DynamicScorer.status, as DSF's controller writes it and scoreflow's hub-side
+// StatusWriter writes it in its place: every 30 seconds the scorer's health, and with
+// configSyncMode Full its /config answer. The agents run a scorer only while it is Active, with
+// the /config synced here: they never ask the scorer for its /config themselves.
+type ScorerStatus struct {
+	HealthStatus string `json:"healthStatus,omitempty"`
+	// LastSyncedConfig is the last /config answer that decoded (configSyncMode Full only).
+	LastSyncedConfig *RemoteConfig `json:"lastSyncedConfig,omitempty"`
 }
 
 // ScorerSpec is DynamicScorer.spec.
@@ -96,9 +111,8 @@ type ScoringParams struct {
 	Interval int    `json:"interval,omitempty"`
 }
 
-// Auth is a bearer token from a key of a Secret. The Secret is not read through the API: the
-// deployment mounts it at <token dir>/<name>/<key>, so only Secrets the administrator mounted can
-// be named.
+// Auth is a bearer token from a key of a Secret, sent only to the host the spec itself names for
+// it (Tokens says where Secrets are read from).
 type Auth struct {
 	TokenSecretRef SecretRef `json:"tokenSecretRef"`
 }
@@ -144,7 +158,9 @@ func (m Masks) Has(cluster, score string) bool {
 	return m[Mask{ClusterName: cluster, ScoreName: score}]
 }
 
-// RemoteConfig is a scorer's GET /config.
+// RemoteConfig is a scorer's GET /config, and status.lastSyncedConfig: DSF's common.Config, its
+// JSON field for field (pkg/common/types.go), so that what is written in a status is what DSF's
+// controller writes.
 type RemoteConfig struct {
 	Name        string        `json:"name"`
 	Description string        `json:"description"`
@@ -154,17 +170,30 @@ type RemoteConfig struct {
 
 // RemoteSource is /config's source.
 type RemoteSource struct {
-	Type   string       `json:"type,omitempty"`
-	Host   string       `json:"host,omitempty"`
-	Path   string       `json:"path,omitempty"`
-	Params SourceParams `json:"params"`
+	Type   string             `json:"type,omitempty"`
+	Host   string             `json:"host,omitempty"`
+	Path   string             `json:"path"`
+	Params RemoteSourceParams `json:"params"`
+}
+
+// RemoteSourceParams are /config's source.params: every field written, as DSF writes them.
+type RemoteSourceParams struct {
+	Query string `json:"query"`
+	Range int    `json:"range"`
+	Step  int    `json:"step"`
 }
 
 // RemoteScoring is /config's scoring.
 type RemoteScoring struct {
-	Host   string        `json:"host,omitempty"`
-	Path   string        `json:"path,omitempty"`
-	Params ScoringParams `json:"params"`
+	Host   string              `json:"host,omitempty"`
+	Path   string              `json:"path"`
+	Params RemoteScoringParams `json:"params"`
+}
+
+// RemoteScoringParams are /config's scoring.params.
+type RemoteScoringParams struct {
+	Name     string `json:"name"`
+	Interval int    `json:"interval"`
 }
 
 // Objects are DynamicScorers and the DynamicScoringConfig, as a file or the hub holds them.

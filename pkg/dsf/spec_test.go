@@ -104,9 +104,22 @@ func TestEndpoints(t *testing.T) {
 			t.Errorf("Resolve(%s) = %q, %v; want %q", raw, got, err, want)
 		}
 	}
-	for _, raw := range []string{"http://10.0.0.5:30007/config", "https://<NodeIP>:30007/config", "http://<NodeIP>:30008/", "file:///etc/passwd", "http://@evil/x"} {
+	// A host not mapped is contacted as written.
+	for raw, want := range map[string]string{
+		"http://10.0.0.5:30007/config":          "http://10.0.0.5:30007/config",
+		"HTTP://Scorer.Example:8000/x?y=1":      "http://scorer.example:8000/x?y=1",
+		"https://llm.example/v1/completions":    "https://llm.example/v1/completions",
+		"http://static-scorer:8000/performance": "http://static-scorer:8000/performance",
+	} {
+		got, err := e.Resolve(raw)
+		if err != nil || got != want {
+			t.Errorf("Resolve(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+	// Placeholders nobody filled in, and what is no http(s) host, never are.
+	for _, raw := range []string{"https://<NodeIP>:30007/config", "http://<NodeIP>:30008/", "http://${AI_WORKLOAD_SCORER_HOST}/config", "file:///etc/passwd", "http://@evil/x", "http://a b/"} {
 		if got, err := e.Resolve(raw); err == nil {
-			t.Errorf("Resolve(%s) = %q: a host the deployment did not list", raw, got)
+			t.Errorf("Resolve(%s) = %q, want an error", raw, got)
 		}
 	}
 	for _, bad := range []string{"http://a/path=http://b", "http://a=ftp://b", "http://a=http://b?x=1", "http://a=http://b,http://a=http://c", "nohost"} {

@@ -40,7 +40,8 @@ func TestDSFAgentsMoveAPlacement(t *testing.T) {
 	if gw == nil {
 		t.Fatal("no agent-gateway in the stack (deploy/agent-gateway.yaml)")
 	}
-	installDSF(ctx, t)
+	sample := dsfupstream.Scorer(t, "sample-scorer")
+	installDSF(ctx, t, sample)
 	// The addon enabled for both clusters, as `clusteradm addon enable` does: the gateway admits an
 	// agent only while its ManagedClusterAddOn exists, which also owns the agent's hub ServiceAccount.
 	enableDSFAddon(ctx, t, "cluster1")
@@ -52,7 +53,6 @@ func TestDSFAgentsMoveAPlacement(t *testing.T) {
 	t.Cleanup(func() {
 		_ = stack.Hub.Cluster.ClusterV1beta1().Placements(devrun.Namespace).Delete(context.Background(), "dsf-busiest-web", metav1.DeleteOptions{})
 	})
-	sample := dsfupstream.Scorer(t, "sample-scorer")
 
 	// Without scores every cluster ties: the Placement picks one. The first agent runs on another
 	// cluster, so that each step is a move.
@@ -81,9 +81,11 @@ func TestDSFAgentsMoveAPlacement(t *testing.T) {
 	}
 }
 
-// installDSF installs the DSF CRDs on the stack's hub and applies DSF's published sample spec,
-// unchanged, where DSF's quickstart applies it (once for the package's tests).
-func installDSF(ctx context.Context, t *testing.T) {
+// installDSF installs the DSF CRDs on the stack's hub, applies DSF's published sample spec and
+// DynamicScoringConfig, unchanged, where DSF's guide applies them, and runs the hub's status writer
+// (functions/dsf-status), which writes the scorer Active: agents run only Active scorers, and none
+// without a DynamicScoringConfig. sample is where the hub reaches the spec's <NodeIP>:30007.
+func installDSF(ctx context.Context, t *testing.T, sample string) {
 	t.Helper()
 	if _, err := envtest.InstallCRDs(stack.Hub.Config, envtest.CRDInstallOptions{Paths: []string{"../../addon/dsf/crds"}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
@@ -91,7 +93,7 @@ func installDSF(ctx context.Context, t *testing.T) {
 	if _, err := stack.Hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "open-cluster-management"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	spec, err := knlocal.ReadFiles(dsfupstream.Spec(t, "mydynamicscorer-sample.yaml"))
+	spec, err := knlocal.ReadFiles(dsfupstream.Spec(t, "mydynamicscorer-sample.yaml"), dsfupstream.Spec(t, "mydynamicscoringconfig.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +103,24 @@ func installDSF(ctx context.Context, t *testing.T) {
 	if err := stack.Knative.Applier.Apply(ctx, spec...); err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "dsf-status.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proc.Start(proc.Spec{Name: "dsf-status", Path: filepath.Join(binDir, "dsf-status"), Out: out, Env: append(os.Environ(),
+		"PORT=0", "ADDRESS=127.0.0.1", "KUBECONFIG="+stack.Kubeconfig, "LEADER_ELECT=false", "ENDPOINTS=http://<NodeIP>:30007="+sample)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(5 * time.Second)
+		_ = out.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("dsf-status:\n%s", b)
+		}
+	})
 }
 
 // enableDSFAddon creates cluster's ManagedClusterAddOn of the DSF agent until the test ends.
@@ -215,7 +235,8 @@ func TestDSFAgentManyPods(t *testing.T) {
 	if gw == nil {
 		t.Fatal("no agent-gateway in the stack (deploy/agent-gateway.yaml)")
 	}
-	installDSF(ctx, t)
+	sample := dsfupstream.Scorer(t, "sample-scorer")
+	installDSF(ctx, t, sample)
 	enableDSFAddon(ctx, t, "cluster3")
 	prom := promserver.Start(t)
 	now := promserver.Aligned(time.Minute)
@@ -226,7 +247,6 @@ func TestDSFAgentManyPods(t *testing.T) {
 			"pod": fmt.Sprintf("app-%05d-7d9f8b6c5d-x2x9z", i), "container": "app"}, float64(i%90)+0.5, now))
 	}
 	prom.MustPush(t, series...)
-	sample := dsfupstream.Scorer(t, "sample-scorer")
 	began := time.Now()
 	runDSFAgent(t, "cluster3", prom.URL, gw.URL, sample)
 	for {
