@@ -389,6 +389,12 @@ type function struct{ name, url string }
 // runs its image (PORT), until the test ends; it waits for /readyz.
 func startFunction(t *testing.T, dir, name string, env ...string) *function {
 	t.Helper()
+	return startFunctionOn(t, dir, name, "127.0.0.1", env...)
+}
+
+// startFunctionOn is startFunction listening on host's address instead of the loopback one.
+func startFunctionOn(t *testing.T, dir, name, host string, env ...string) *function {
+	t.Helper()
 	bin := filepath.Join(dir, name)
 	if out, err := exec.Command("go", "build", "-o", bin, "../functions/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", name, err, out)
@@ -397,10 +403,10 @@ func startFunction(t *testing.T, dir, name string, env ...string) *function {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &function{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	f := &function{name: name, url: fmt.Sprintf("http://%s:%d", host, port)}
 	out := &proc.Buffer{}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port)}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"ADDRESS=" + host, fmt.Sprintf("PORT=%d", port)}, env...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = proc.DieWithParent()
 	if err := cmd.Start(); err != nil {
