@@ -112,11 +112,11 @@ spec:
 		return e
 	}
 	// The static-scorer's identity posing as the DSF agent of cluster2, with a never-expiring
-	// score of a resource both may write.
+	// score of its own resource: refused for the source alone.
 	posing := func() event.Event {
 		e := newEvent(contract.TypeScoreUpdated, agentgateway.SourcePrefix+"scoreflow-dsf-agent/cluster2")
-		e.SetExtension(contract.ExtResource, "example-performance-score")
-		_ = e.SetData(cloudevents.ApplicationJSON, contract.ScoreUpdated{Resource: "example-performance-score", NeverExpires: true,
+		e.SetExtension(contract.ExtResource, "demo-performance-score")
+		_ = e.SetData(cloudevents.ApplicationJSON, contract.ScoreUpdated{Resource: "demo-performance-score", NeverExpires: true,
 			Items: []contract.ClusterScores{{Cluster: "cluster2", Scores: []contract.Score{{Name: "s", Value: 100}}}}})
 		return e
 	}
@@ -135,7 +135,7 @@ spec:
 		{"the promql-scorer sending a ping", promqlTrigger, ping("promql-scorer", promqlPing), http.StatusForbidden},
 		{"the promql-scorer posing as an agent", promqlTrigger, score("cpu-idle", "cpu-idle", agentSource), http.StatusForbidden},
 		{"the promql-scorer posing as another scorer", promqlTrigger, score("cpu-idle", "cpu-idle", "scoreflow/resource-scorer"), http.StatusForbidden},
-		{"the static-scorer's score", staticTrigger, score("example-performance-score", "example-performance-score", "scoreflow/static-scorer"), http.StatusAccepted},
+		{"the static-scorer's score", staticTrigger, score("demo-performance-score", "demo-performance-score", "scoreflow/static-scorer"), http.StatusAccepted},
 		{"the static-scorer posing as cluster2's DSF agent, never expiring", staticTrigger, posing(), http.StatusForbidden},
 		{"the static-scorer's parts posing as cluster2's DSF agent", staticParts, posing(), http.StatusForbidden},
 		{"the promql schedule's ping", promqlSchedule, ping("promql-scorer", promqlPing), http.StatusAccepted},

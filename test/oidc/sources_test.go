@@ -16,13 +16,13 @@ import (
 
 // checkSourceIsTheSender: with sender identity on, the static-scorer's Trigger identity may write
 // its own resource under its own source, and the writer writes it; the same identity posing as
-// cluster2's DSF agent (its source, a never-expiring score of a resource both may write) is
+// cluster2's DSF agent (its source, a never-expiring score of the static-scorer's own resource) is
 // refused by the Broker, and nothing of it reaches the hub: the writer's ledger, redelivery
 // detection and retirement of never-expiring names, all keyed on the source, cannot be steered
 // by a sender choosing another's.
 func checkSourceIsTheSender(t *testing.T, ctx context.Context, s *devrun.Stack) {
 	t.Helper()
-	const resource = "example-performance-score"
+	const resource = "demo-performance-score"
 	token := authtest.Token(t, s.Hub.Kube, devrun.Namespace, "static-scorer-oidc-eventing.knative.dev-trigger", scoreflowBrokerAudience)
 	score := func(source, name string, neverExpires bool) int {
 		e := scoreEvent(t, source, contract.ScoreUpdated{Resource: resource, NeverExpires: neverExpires,
