@@ -71,6 +71,7 @@ type Agent struct {
 type worker struct {
 	key    []byte // the DynamicScorer's spec and status as JSON: a change restarts the worker
 	cancel context.CancelFunc
+	done   chan struct{} // closed when the worker has stopped
 }
 
 // workerKey is what a worker runs from: its spec, health and synced /config.
@@ -172,13 +173,15 @@ func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
 			a.Log.Info("no DynamicScoringConfig "+ConfigName+" on the hub: no scorer runs, as in DSF", "scorers", len(scorerObjs))
 		}
 	}
+	stopped := map[string]chan struct{}{}
 	for name, w := range a.workers {
 		if _, ok := want[name]; !ok || string(keys[name]) != string(w.key) {
 			w.cancel()
 			delete(a.workers, name)
+			stopped[name] = w.done
 			if !ok {
-				a.Runner.Forget(name, "")
 				a.Log.Info("scorer removed", "scorer", name)
+				go func() { <-w.done; a.Runner.Forget(name, "") }()
 			}
 		}
 	}
@@ -187,12 +190,17 @@ func (a *Agent) reconcile(ctx context.Context, scorerObjs, configObjs []any) {
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		a.workers[name] = &worker{key: keys[name], cancel: cancel}
+		w := &worker{key: keys[name], cancel: cancel, done: make(chan struct{})}
+		a.workers[name] = w
 		a.wg.Add(1)
-		go func() {
+		go func(previous chan struct{}) {
 			defer a.wg.Done()
+			defer close(w.done)
+			if previous != nil {
+				<-previous // its last round's metrics are gone before this one's first
+			}
 			a.work(wctx, ds)
-		}()
+		}(stopped[name])
 	}
 }
 

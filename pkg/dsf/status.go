@@ -159,7 +159,11 @@ func (w *StatusWriter) sync(ctx context.Context, u *unstructured.Unstructured) e
 		return fmt.Errorf("does not decode: %w", err)
 	}
 	st, why := w.probe(ctx, &ds)
-	w.active.WithLabelValues(ds.Name).Set(map[bool]float64{true: 1}[st.HealthStatus == HealthActive])
+	active := 0.0
+	if st.HealthStatus == HealthActive {
+		active = 1
+	}
+	w.active.WithLabelValues(ds.Name).Set(active)
 	changed := st.HealthStatus != ds.Status.HealthStatus
 	if ds.Spec.ConfigSyncMode == SyncFull {
 		changed = !reflect.DeepEqual(st, ds.Status)

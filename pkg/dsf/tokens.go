@@ -39,8 +39,10 @@ func (d TokenDir) Token(_ context.Context, ref SecretRef) (string, error) {
 // SecretTokens reads the Secrets of the agent's own namespace through the managed cluster's API,
 // as DSF's agent does, with get only: any Secret and key a spec names, without a list of names in
 // scoreflow's manifests. Kubernetes cannot narrow a get to names not known in advance, so the
-// agent may read every Secret of its namespace; Refused names those it never reads, whatever a
-// spec says (its own hub credentials live there too), and ServiceAccount tokens are never read.
+// agent may read every Secret of its namespace; what else lives there is never sent for a spec:
+// only Opaque Secrets are read (kubectl create secret generic, as DSF's guide creates tokens), not
+// the image pull credentials OCM copies there, a ServiceAccount token or a TLS key, and Refused
+// names those never read whatever their type (the agent's own hub credentials).
 type SecretTokens struct {
 	// Secrets is nil when the agent has no access to the managed cluster's API: a spec naming a
 	// Secret then fails, saying so.
@@ -68,8 +70,8 @@ func (s *SecretTokens) Token(ctx context.Context, ref SecretRef) (string, error)
 	case err != nil:
 		return "", scorer.Fail(ReasonScorerUnavailable, true, fmt.Errorf("%s: reading it: %s", what, apiError(err)))
 	}
-	if sec.Type == corev1.SecretTypeServiceAccountToken {
-		return "", scorer.BadConfig("%s: a ServiceAccount token is never sent to a scorer", what)
+	if sec.Type != corev1.SecretTypeOpaque && sec.Type != "" {
+		return "", scorer.BadConfig("%s: a Secret of type %s is never sent to a scorer (tokens are Opaque Secrets: kubectl create secret generic)", what, sec.Type)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok {
