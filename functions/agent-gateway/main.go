@@ -1,16 +1,14 @@
 // Command agent-gateway is the hub's door for agents on managed clusters: it verifies each
-// agent's hub token (TokenReview), checks that its addon is enabled for its cluster and that its
-// event scores only that cluster with its addon's types and resources, and forwards it to the
-// Broker (K_SINK) under its own identity. See package github.com/scoreflow/scoreflow/pkg/agentgateway.
+// agent's hub token (against the hub's published keys, then TokenReview), checks that its addon
+// is enabled for its cluster and that its event scores only that cluster with its addon's types
+// and resources, and forwards it to the Broker (K_SINK) under its own identity. See package github.com/scoreflow/scoreflow/pkg/agentgateway.
 package main
 
 import (
 	"context"
 	"errors"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/pkg/agentgateway"
 	"github.com/scoreflow/scoreflow/pkg/function"
@@ -18,8 +16,8 @@ import (
 )
 
 func main() {
-	fn := function.New("agent-gateway", "admits score.updated from agents on managed clusters (a hub token of system:serviceaccount:<cluster>:<addon>, verified by TokenReview) for their own cluster only, and forwards them to the Broker")
-	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): TokenReviews and a watch of ManagedClusterAddOns")
+	fn := function.New("agent-gateway", "admits score.updated from agents on managed clusters (a hub token of system:serviceaccount:<cluster>:<addon>, verified against the hub's keys and by TokenReview) for their own cluster only, and forwards them to the Broker")
+	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): its signing keys, TokenReviews and a watch of ManagedClusterAddOns")
 	agents := fn.Flags.String("agents-file", "", "YAML table of the agents admitted, {agents: [{addon, types, resources}]} (a mounted ConfigMap)")
 	audience := fn.Flags.String("audience", hubtoken.Audience, "the audience agents' tokens must carry")
 	// Every agent's first event after a token renewal costs a TokenReview: a fleet refreshing at
@@ -42,19 +40,11 @@ func main() {
 		}
 		cfg.UserAgent = "scoreflow-agent-gateway"
 		cfg.QPS, cfg.Burst = float32(*qps), *burst
-		kube, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		addons, err := addonclient.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
 		sink, err := newSender()
 		if err != nil {
 			return err
 		}
-		g, err := agentgateway.New(kube, addons, sink, agentgateway.Options{Table: table, Audience: *audience, Source: fn.Source()}, fn.Log, fn.Registry)
+		g, err := agentgateway.New(cfg, sink, agentgateway.Options{Table: table, Audience: *audience, Source: fn.Source()}, fn.Log, fn.Registry)
 		if err != nil {
 			return err
 		}

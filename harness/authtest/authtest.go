@@ -1,7 +1,7 @@
 // Package authtest gives tests Kubernetes-issued identities on a local hub: ServiceAccount tokens
 // from the real TokenRequest API for a chosen audience, the files a function needs to read the API
 // server's OIDC discovery the way a pod does, and tokens with the same claims signed by a key the
-// cluster never issued.
+// cluster never issued (or by none).
 package authtest
 
 import (
@@ -10,8 +10,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +150,32 @@ func KeyID(t testing.TB, token string) string {
 		t.Fatal(err)
 	}
 	return parsed.Headers[0].KeyID
+}
+
+// CopyClaims returns token's header and claims with its jti replaced by jti, under a signature of
+// the same length that no key made: what a flood of forged tokens looks like when it copies a
+// real token's claims and makes each one new. It costs no signing, so a benchmark can make one
+// per request.
+func CopyClaims(token, jti string) (string, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", errors.New("not a compact JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", err
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return "", err
+	}
+	claims["jti"] = jti
+	if payload, err = json.Marshal(claims); err != nil {
+		return "", err
+	}
+	sig := make([]byte, base64.RawURLEncoding.DecodedLen(len(parts[2])))
+	if _, err := rand.Read(sig); err != nil {
+		return "", err
+	}
+	return parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }

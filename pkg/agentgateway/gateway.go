@@ -3,20 +3,22 @@
 // (system:serviceaccount:<cluster>:<addon>, minted with pkg/hubtoken), and the gateway forwards
 // what their cluster may say to the Broker under its own identity.
 //
-// For every request, before its body is read: the bearer token's claims must be for the gateway's
-// audience, live at most an hour (exp - iat) and name the ServiceAccount of an addon in the
-// gateway's table (its deployment's, LoadTable); then the API server must authenticate the token
-// (TokenReview, its verdict reused for ReviewCacheTTL at most), and the cluster's
-// ManagedClusterAddOn of that addon must exist and not be deleting (an informer: disabling the
-// addon cuts the cluster off at once). Then the event: its type and resource must be the addon's
+// For every request, before its body is read: the bearer token must verify against the hub's
+// published signing keys (package auth: issuer, the gateway's audience, not expired, living at
+// most an hour) and name the ServiceAccount of an addon in the gateway's table (its deployment's,
+// LoadTable), which costs the hub nothing; then the API server must authenticate the token
+// (TokenReview, its verdict reused for ReviewCacheTTL at most, within a budget per agent), and the
+// cluster's ManagedClusterAddOn of that addon must exist and not be deleting (an informer:
+// disabling the addon cuts the cluster off at once). Then the event: its type and resource must be the addon's
 // (the table), it must be valid, and every item must name the sender's cluster. It goes to the
 // Broker as a new event with the same id, time and data, source /scoreflow/agents/<addon>/<cluster>
 // and the scoreflowresource extension; nothing else the agent set is forwarded.
 //
 // Refusals: 401 (no or bad token, a token living over an hour), 403 (not an agent of the table,
 // the addon not enabled for that cluster, a type, resource or cluster the sender may not use), 400
-// (not a valid event), each with a score.failed under contract.MaxRefusalBytes, a log line and
-// nothing forwarded. A failed forward answers 503, so the agent sends again.
+// (not a valid event), 429 (an agent minting tokens faster than its review budget), each with a
+// score.failed under contract.MaxRefusalBytes, a log line and nothing forwarded. A failed forward
+// answers 503, so the agent sends again.
 package agentgateway
 
 import (
@@ -27,7 +29,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -37,11 +38,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
 	addonlisters "open-cluster-management.io/api/client/addon/listers/addon/v1alpha1"
 
+	"github.com/scoreflow/scoreflow/pkg/auth"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/hubtoken"
@@ -81,11 +84,13 @@ type Gateway struct {
 	log      *slog.Logger
 	refused  *prometheus.CounterVec
 	received *prometheus.CounterVec
+	reviews  prometheus.Counter
 }
 
-// New makes a gateway verifying tokens with kube's TokenReview, watching addons'
-// ManagedClusterAddOns, and forwarding to sink. Start it before serving.
-func New(kube kubernetes.Interface, addons addonclient.Interface, sink Sender, opts Options, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+// New makes a gateway with hub's identity: verifying tokens against the hub's published keys and
+// its TokenReview, watching its ManagedClusterAddOns, and forwarding to sink. Start it before
+// serving.
+func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	if opts.Table == nil {
 		return nil, fmt.Errorf("no agents table")
 	}
@@ -98,9 +103,25 @@ func New(kube kubernetes.Interface, addons addonclient.Interface, sink Sender, o
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	kube, err := kubernetes.NewForConfig(hub)
+	if err != nil {
+		return nil, err
+	}
+	addons, err := addonclient.NewForConfig(hub)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := rest.HTTPClientFor(hub)
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := auth.NewVerifier(auth.Options{Audience: opts.Audience, DiscoveryURL: hub.Host, Client: keys, MaxLifetime: MaxTokenLifetime})
+	if err != nil {
+		return nil, err
+	}
 	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 10*time.Minute, addoninformers.WithTransform(slimAddOn))
 	inf := factory.Addon().V1alpha1().ManagedClusterAddOns()
-	g := &Gateway{table: opts.Table, source: opts.Source, review: newReviewer(kube, opts.Audience),
+	g := &Gateway{table: opts.Table, source: opts.Source,
 		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_agent_gateway_refused_total",
@@ -110,13 +131,17 @@ func New(kube kubernetes.Interface, addons addonclient.Interface, sink Sender, o
 			Name: "scoreflow_agent_gateway_events_total",
 			Help: "Events of admitted agents, by addon and result (forwarded, refused, failed: the Broker did not take it).",
 		}, []string{"addon", "result"}),
+		reviews: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scoreflow_agent_gateway_token_reviews_total",
+			Help: "TokenReviews sent to the hub: only for tokens the hub signed, one per token per ReviewCacheTTL.",
+		}),
 	}
+	g.review = newReviewer(kube, verifier, opts.Audience, g.reviews.Inc)
 	if reg != nil {
-		if err := reg.Register(g.refused); err != nil {
-			return nil, err
-		}
-		if err := reg.Register(g.received); err != nil {
-			return nil, err
+		for _, c := range []prometheus.Collector{g.refused, g.received, g.reviews} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return g, nil
@@ -163,8 +188,8 @@ func (g *Gateway) Authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > MaxEventBytes {
-			g.refuse(w, r, id, &refusal{http.StatusRequestEntityTooLarge, contract.ReasonNotCloudEvent,
-				fmt.Sprintf("body of %d bytes is over the gateway's limit of %d", r.ContentLength, MaxEventBytes), nil})
+			g.refuse(w, r, id, refusal(http.StatusRequestEntityTooLarge, contract.ReasonNotCloudEvent,
+				fmt.Sprintf("body of %d bytes is over the gateway's limit of %d", r.ContentLength, MaxEventBytes), nil))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBytes)
@@ -172,10 +197,10 @@ func (g *Gateway) Authenticate(next http.Handler) http.Handler {
 	})
 }
 
-func (g *Gateway) admit(r *http.Request) (Identity, *refusal) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if token = strings.TrimSpace(token); !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return Identity{}, &refusal{http.StatusUnauthorized, function.ReasonUnauthenticated, "no bearer token", nil}
+func (g *Gateway) admit(r *http.Request) (Identity, *auth.Refusal) {
+	token, err := auth.Bearer(r.Header)
+	if err != nil {
+		return Identity{}, auth.Refuse(err)
 	}
 	id, ref := g.review.check(r.Context(), token, func(addon string) bool { return g.table.agent(addon) != nil })
 	if ref != nil {
@@ -184,42 +209,43 @@ func (g *Gateway) admit(r *http.Request) (Identity, *refusal) {
 	a, err := g.addons.ManagedClusterAddOns(id.Cluster).Get(id.Addon)
 	switch {
 	case apierrors.IsNotFound(err):
-		return id, &refusal{http.StatusForbidden, function.ReasonNotAllowed, fmt.Sprintf("addon %s is not enabled for cluster %s", id.Addon, id.Cluster), nil}
+		return id, refusal(http.StatusForbidden, auth.ReasonNotAllowed, fmt.Sprintf("addon %s is not enabled for cluster %s", id.Addon, id.Cluster), nil)
 	case err != nil:
-		return id, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the addon's state; retry", err}
+		return id, refusal(http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot read the addon's state; retry", err)
 	case a.DeletionTimestamp != nil:
-		return id, &refusal{http.StatusForbidden, function.ReasonNotAllowed, fmt.Sprintf("addon %s is being disabled for cluster %s", id.Addon, id.Cluster), nil}
+		return id, refusal(http.StatusForbidden, auth.ReasonNotAllowed, fmt.Sprintf("addon %s is being disabled for cluster %s", id.Addon, id.Cluster), nil)
 	}
 	return id, nil
 }
 
 // refuse answers a refused request with a small score.failed, counts and logs it.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id Identity, ref *refusal) {
-	g.refused.WithLabelValues(string(ref.reason), strconv.Itoa(ref.status)).Inc()
-	attrs := []any{"status", ref.status, "reason", ref.reason, "message", ref.message, "cluster", id.Cluster, "addon", id.Addon,
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id Identity, ref *auth.Refusal) {
+	g.refused.WithLabelValues(string(ref.Reason), strconv.Itoa(ref.Status)).Inc()
+	attrs := []any{"status", ref.Status, "reason", ref.Reason, "message", ref.Message, "cluster", id.Cluster, "addon", id.Addon,
 		"remote", r.RemoteAddr, "ceId", contract.Truncate(r.Header.Get("Ce-Id"), contract.MaxIDLength),
 		"ceSource", contract.Truncate(r.Header.Get("Ce-Source"), contract.MaxSourceLength)}
-	if ref.cause != nil {
-		attrs = append(attrs, "err", ref.cause.Error())
+	if ref.Err != nil {
+		attrs = append(attrs, "err", ref.Err.Error())
 	}
 	g.log.Warn("agent request refused", attrs...)
-	switch ref.status {
-	case http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "1")
-	case http.StatusRequestEntityTooLarge:
+	ref.SetHeaders(w.Header())
+	if ref.Status == http.StatusRequestEntityTooLarge {
 		w.Header().Set("Connection", "close")
 	}
 	f, _ := contract.FitRefusal(g.failure(contract.EventRef{}, ref))
-	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&f), ref.status, w); err != nil {
+	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&f), ref.Status, w); err != nil {
 		g.log.Error("writing refusal", "err", err)
 	}
 }
 
-func (g *Gateway) failure(in contract.EventRef, ref *refusal) event.Event {
-	return contract.NewFailure(g.source, contract.Failure{Input: in, Reason: ref.reason, Message: ref.message,
-		Retriable: ref.status >= http.StatusInternalServerError})
+func (g *Gateway) failure(in contract.EventRef, ref *auth.Refusal) event.Event {
+	return contract.NewFailure(g.source, contract.Failure{Input: in, Reason: ref.Reason, Message: ref.Message,
+		Retriable: function.Retriable(ref.Status)})
+}
+
+// refusal is an answer of the gateway's own.
+func refusal(status int, reason contract.Reason, message string, err error) *auth.Refusal {
+	return &auth.Refusal{Status: status, Reason: reason, Message: message, Err: err}
 }
 
 // Handle checks an admitted agent's event (Authenticate put its identity in ctx) and forwards it.
@@ -227,28 +253,28 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 	id, ok := IdentityFrom(ctx)
 	if !ok {
 		// Only reachable if Handle is served without Authenticate in front of it.
-		return g.respond(e, id, &refusal{http.StatusUnauthorized, function.ReasonUnauthenticated, "no verified agent", nil})
+		return g.respond(e, id, refusal(http.StatusUnauthorized, auth.ReasonUnauthenticated, "no verified agent", nil))
 	}
 	agent := g.table.agent(id.Addon)
 	if agent == nil || !slices.Contains(agent.Types, e.Type()) {
-		return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
-			fmt.Sprintf("addon %s may not send type %q", id.Addon, contract.Truncate(e.Type(), contract.MaxTypeLength)), nil})
+		return g.respond(e, id, refusal(http.StatusForbidden, contract.ReasonForbidden,
+			fmt.Sprintf("addon %s may not send type %q", id.Addon, contract.Truncate(e.Type(), contract.MaxTypeLength)), nil))
 	}
 	s, err := contract.DecodeScoreUpdated(&e)
 	if err == nil {
 		err = s.Validate()
 	}
 	if err != nil {
-		return g.respond(e, id, &refusal{http.StatusBadRequest, reasonOf(err), contract.Truncate(err.Error(), 300), nil})
+		return g.respond(e, id, refusal(http.StatusBadRequest, reasonOf(err), contract.Truncate(err.Error(), 300), nil))
 	}
 	if !slices.Contains(agent.Resources, s.Resource) {
-		return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
-			fmt.Sprintf("addon %s may not score resource %q", id.Addon, contract.Truncate(s.Resource, 64)), nil})
+		return g.respond(e, id, refusal(http.StatusForbidden, contract.ReasonForbidden,
+			fmt.Sprintf("addon %s may not score resource %q", id.Addon, contract.Truncate(s.Resource, 64)), nil))
 	}
 	for i, it := range s.Items {
 		if it.Cluster != id.Cluster {
-			return g.respond(e, id, &refusal{http.StatusForbidden, contract.ReasonForbidden,
-				fmt.Sprintf("items[%d] scores cluster %q; the agent of cluster %s scores only its own", i, contract.Truncate(it.Cluster, 64), id.Cluster), nil})
+			return g.respond(e, id, refusal(http.StatusForbidden, contract.ReasonForbidden,
+				fmt.Sprintf("items[%d] scores cluster %q; the agent of cluster %s scores only its own", i, contract.Truncate(it.Cluster, 64), id.Cluster), nil))
 		}
 	}
 	out := cloudevents.NewEvent()
@@ -264,7 +290,7 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 	out.DataEncoded = e.Data()
 	if err := g.sink.Send(ctx, out); err != nil {
 		g.received.WithLabelValues(id.Addon, "failed").Inc()
-		return g.respond(e, id, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "the broker did not take the event; retry", err})
+		return g.respond(e, id, refusal(http.StatusServiceUnavailable, contract.ReasonUnavailable, "the broker did not take the event; retry", err))
 	}
 	g.received.WithLabelValues(id.Addon, "forwarded").Inc()
 	g.log.Debug("forwarded", "cluster", id.Cluster, "addon", id.Addon, "resource", s.Resource, "id", out.ID())
@@ -273,17 +299,17 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 
 // respond answers a refused or failed event, and logs it with who sent it (the receiver logs the
 // status and reason too, without the sender).
-func (g *Gateway) respond(e event.Event, id Identity, ref *refusal) function.Response {
-	if id.Addon != "" && g.table.agent(id.Addon) != nil && ref.status != http.StatusServiceUnavailable {
+func (g *Gateway) respond(e event.Event, id Identity, ref *auth.Refusal) function.Response {
+	if id.Addon != "" && g.table.agent(id.Addon) != nil && ref.Status != http.StatusServiceUnavailable {
 		g.received.WithLabelValues(id.Addon, "refused").Inc()
 	}
-	attrs := []any{"status", ref.status, "reason", ref.reason, "message", ref.message, "cluster", id.Cluster, "addon", id.Addon}
-	if ref.cause != nil {
-		attrs = append(attrs, "err", ref.cause.Error())
+	attrs := []any{"status", ref.Status, "reason", ref.Reason, "message", ref.Message, "cluster", id.Cluster, "addon", id.Addon}
+	if ref.Err != nil {
+		attrs = append(attrs, "err", ref.Err.Error())
 	}
 	g.log.Warn("agent event not forwarded", attrs...)
 	f := g.failure(function.Ref(&e), ref)
-	return function.Response{Status: ref.status, Event: &f}
+	return function.Response{Status: ref.Status, Event: &f}
 }
 
 // reasonOf is the reason of a validation error.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
@@ -42,7 +44,28 @@ type gatewayHub struct {
 	addons addonclient.Interface
 	url    string
 	broker *functest.Sink
+	// reviews counts the TokenReviews the gateway sent the hub.
+	reviews *atomic.Int64
 }
+
+// countReviews makes cfg's requests count the TokenReviews they create.
+func countReviews(cfg *rest.Config) (*rest.Config, *atomic.Int64) {
+	var n atomic.Int64
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/tokenreviews") {
+				n.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg, &n
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func startGateway(t *testing.T) *gatewayHub {
 	t.Helper()
@@ -73,7 +96,8 @@ func startGateway(t *testing.T) *gatewayHub {
 		t.Fatal(err)
 	}
 	fn := function.New("agent-gateway", "test")
-	g, err := New(hub.Kube, addons, sender, Options{Table: table, Source: fn.Source()}, fn.Log, fn.Registry)
+	cfg, reviews := countReviews(hub.Config)
+	g, err := New(cfg, sender, Options{Table: table, Source: fn.Source()}, fn.Log, fn.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +109,7 @@ func startGateway(t *testing.T) *gatewayHub {
 	}
 	srv := httptest.NewServer(fn.Mux(g.Authenticate(fn.Handler(g.Handle, nil))))
 	t.Cleanup(srv.Close)
-	return &gatewayHub{hub: hub, addons: addons, url: srv.URL, broker: broker}
+	return &gatewayHub{hub: hub, addons: addons, url: srv.URL, broker: broker, reviews: reviews}
 }
 
 // token mints a token of ServiceAccount ns/name (created if missing) for audience, living ttl.
@@ -243,6 +267,97 @@ func TestGatewayCutsOffARevokedAgent(t *testing.T) {
 	t.Logf("cluster2's agent refused %s after its ServiceAccount was deleted", cut.Sub(start).Round(time.Millisecond))
 	if d := cut.Sub(start); d > ReviewCacheTTL+5*time.Second {
 		t.Errorf("cluster2's agent was refused only %s after its ServiceAccount was deleted, more than the cache's %s", d, ReviewCacheTTL)
+	}
+	// The API server's no is remembered as its yes is: the refused token, sent again, costs it
+	// nothing more.
+	before := h.reviews.Load()
+	for range 20 {
+		if st, body := h.post(t, agent2, scores("latency", "cluster2")); st != http.StatusUnauthorized {
+			t.Fatalf("cluster2's revoked agent: %d %s", st, body)
+		}
+	}
+	if n := h.reviews.Load() - before; n > 0 {
+		t.Errorf("20 requests with a token the API server refused made %d more TokenReviews", n)
+	}
+}
+
+// Tokens the hub never signed cost it nothing: a flood of tokens copying a real agent's claims,
+// each with a fresh jti and a signature no key made, is refused 401 by the gateway itself, with no
+// TokenReview; the agent's own token is reviewed once and then reused.
+func TestForgedTokensCostTheHubNothing(t *testing.T) {
+	h := startGateway(t)
+	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
+	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted {
+		t.Fatalf("the agent: %d %s", st, body)
+	}
+	if n := h.reviews.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews for the agent's first event, want 1", n)
+	}
+	for i := range 50 {
+		forged, err := authtest.CopyClaims(agent1, uuid.NewString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, body := h.post(t, forged, scores("latency", "cluster1")); st != http.StatusUnauthorized || !strings.Contains(body, "signature not verified") {
+			t.Fatalf("forged token %d: %d %s, want 401 signature not verified", i, st, body)
+		}
+	}
+	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted {
+		t.Fatalf("the agent after the forged tokens: %d %s", st, body)
+	}
+	if n := h.reviews.Load(); n != 1 {
+		t.Errorf("%d TokenReviews after 50 forged tokens, want the agent's 1 only", n)
+	}
+	if n := len(h.broker.Take()); n != 2 {
+		t.Errorf("%d events forwarded, want the agent's 2", n)
+	}
+}
+
+// An agent that mints new tokens as fast as it can gets only its own budget of TokenReviews
+// (429 beyond it, which it may retry), and another agent's first event is admitted meanwhile.
+func TestAnAgentsTokenReviewsAreBudgeted(t *testing.T) {
+	h := startGateway(t)
+	const n = 20
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
+	}
+	agent2 := h.token(t, "cluster2", addon, hubtoken.Audience, time.Hour)
+	start := time.Now()
+	codes := make(chan int, n)
+	for _, tok := range tokens {
+		go func() {
+			st, _ := h.post(t, tok, scores("latency", "cluster1"))
+			codes <- st
+		}()
+	}
+	other := time.Now()
+	if st, body := h.post(t, agent2, scores("latency", "cluster2")); st != http.StatusAccepted {
+		t.Errorf("cluster2's agent while cluster1's mints tokens: %d %s", st, body)
+	}
+	if d := time.Since(other); d > time.Second {
+		t.Errorf("cluster2's agent waited %s while cluster1's minted tokens", d)
+	}
+	admitted, limited := 0, 0
+	for range n {
+		switch st := <-codes; st {
+		case http.StatusAccepted:
+			admitted++
+		case http.StatusTooManyRequests:
+			limited++
+		default:
+			t.Errorf("a token of cluster1's agent: %d, want 202 or 429", st)
+		}
+	}
+	elapsed := time.Since(start)
+	// cluster2's one review, and cluster1's burst and rate over the time it took.
+	bound := 1 + SubjectReviewBurst + int64(SubjectReviewRate*elapsed.Seconds()) + 1
+	t.Logf("%d of cluster1's %d new tokens admitted, %d answered 429, %d TokenReviews in %s", admitted, n, limited, h.reviews.Load(), elapsed.Round(time.Millisecond))
+	if got := h.reviews.Load(); got > bound {
+		t.Errorf("%d TokenReviews in %s, more than cluster1's budget allows (%d)", got, elapsed.Round(time.Millisecond), bound)
+	}
+	if limited == 0 {
+		t.Error("no token of cluster1's was answered 429")
 	}
 }
 

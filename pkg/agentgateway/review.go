@@ -3,24 +3,25 @@ package agentgateway
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/lru"
 
+	"github.com/scoreflow/scoreflow/pkg/auth"
 	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/function"
 )
 
 // Bounds of token verification.
@@ -28,20 +29,27 @@ const (
 	// MaxTokenLifetime is the longest a token may live (exp - iat): a stolen one is good for at
 	// most this long.
 	MaxTokenLifetime = time.Hour
-	// ReviewCacheTTL is how long a TokenReview's verdict is reused for the same token. A deleted
-	// ServiceAccount's tokens stop verifying at the API server at once; here they stop after at
-	// most this long. A disabled addon stops at once regardless: its ManagedClusterAddOn is checked
-	// on every request.
+	// ReviewCacheTTL is how long a TokenReview's verdict is reused for the same token, the
+	// API server's yes as its no. A deleted ServiceAccount's tokens stop verifying at the API
+	// server at once; here they stop after at most this long. A disabled addon stops at once
+	// regardless: its ManagedClusterAddOn is checked on every request.
 	ReviewCacheTTL = 10 * time.Second
-	// reviewCacheSize bounds the verdicts kept (one per live agent token).
+	// reviewCacheSize bounds the verdicts kept of each kind (one per live agent token). The
+	// refused are kept apart from the admitted, so that no number of refused tokens evicts an
+	// agent's verdict.
 	reviewCacheSize = 4096
-	// maxTokenBytes bounds a bearer token before it is parsed or sent for review (Kubernetes
-	// tokens are about a kilobyte).
-	maxTokenBytes = 8 << 10
-	// concurrentReviews bounds the TokenReviews in flight; a request waits reviewWait for one,
-	// then gets 503. Tokens that could not be an agent's never reach the API server.
+	// concurrentReviews bounds the TokenReviews in flight, of all agents; a request waits
+	// reviewWait at most for its turn, then gets 503.
 	concurrentReviews = 8
 	reviewWait        = 5 * time.Second
+	// An agent's own budget of TokenReviews: one at a time, SubjectReviewBurst at once and then
+	// SubjectReviewRate per second. An agent needs one per token per ReviewCacheTTL while it
+	// sends (two around a renewal); minting tokens faster buys it nothing but its own 429s.
+	SubjectReviewRate  = 1.0
+	SubjectReviewBurst = 5
+	// subjectBudgets bounds the agents whose budgets are remembered (an agent forgotten starts
+	// again with a full burst).
+	subjectBudgets = 16384
 )
 
 // Identity is an agent the gateway has verified: the hub ServiceAccount <Cluster>/<Addon>.
@@ -49,69 +57,42 @@ type Identity struct {
 	Cluster, Addon string
 }
 
-// refusal is why a request is not admitted.
-type refusal struct {
-	status  int
-	reason  contract.Reason
-	message string
-	cause   error // logged, not answered
-}
+// String is the identity as a hub ServiceAccount, <cluster>/<addon>.
+func (id Identity) String() string { return id.Cluster + "/" + id.Addon }
 
-// reviewer verifies bearer tokens with the API server's TokenReview.
+// reviewer admits agents' tokens in two steps. First the gateway verifies the token itself
+// (package auth: signed by one of the hub's published keys, its issuer, the gateway's audience,
+// not expired, living at most MaxTokenLifetime), which costs the API server nothing, so that a
+// token nobody issued (a forged one, whatever claims it copies) never reaches it. Then, for a
+// token the hub did sign, the API server's TokenReview, which alone knows whether its
+// ServiceAccount still exists; its verdict is reused for ReviewCacheTTL. Reviews are budgeted per
+// agent (the token's subject, which the hub signed), so that one agent cannot take the others'.
 type reviewer struct {
 	kube     kubernetes.Interface
+	verifier *auth.Verifier
 	audience string
 	now      func() time.Time
-	cache    *cache.LRUExpireCache // sha256(token) -> Identity, for tokens the API server authenticated
-	inFlight *semaphore.Weighted
+
+	admitted *cache.LRUExpireCache // sha256(token) -> Identity the API server authenticated
+	refused  *cache.LRUExpireCache // sha256(token) -> *auth.Refusal the API server gave
+	inFlight *semaphore.Weighted   // TokenReviews of all agents
+	once     singleflight.Group    // one review per token at a time
+
+	mu      sync.Mutex
+	budgets *lru.Cache // subject -> *budget
+	reviews func()     // counts a TokenReview sent (metrics)
 }
 
-func newReviewer(kube kubernetes.Interface, audience string) *reviewer {
-	return &reviewer{kube: kube, audience: audience, now: time.Now, cache: cache.NewLRUExpireCache(reviewCacheSize),
-		inFlight: semaphore.NewWeighted(concurrentReviews)}
+// budget is one agent's share of TokenReviews.
+type budget struct {
+	turn    *semaphore.Weighted // one review at a time
+	limiter *rate.Limiter
 }
 
-// claims are what the gateway reads of a token before and after the API server verifies it.
-type claims struct {
-	Subject  string   `json:"sub"`
-	Audience audience `json:"aud"`
-	Issued   *int64   `json:"iat"`
-	Expiry   *int64   `json:"exp"`
-}
-
-// audience is a JWT aud: one string or a list.
-type audience []string
-
-func (a *audience) UnmarshalJSON(b []byte) error {
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*a = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return err
-	}
-	*a = many
-	return nil
-}
-
-// parseClaims reads a JWT's payload without verifying it: what it says is trusted only once the
-// API server has authenticated the very same token.
-func parseClaims(token string) (*claims, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, errors.New("not a JWT")
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, errors.New("not a JWT: payload is not base64url")
-	}
-	var c claims
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return nil, errors.New("not a JWT: payload is not JSON")
-	}
-	return &c, nil
+func newReviewer(kube kubernetes.Interface, verifier *auth.Verifier, audience string, reviews func()) *reviewer {
+	return &reviewer{kube: kube, verifier: verifier, audience: audience, now: time.Now, reviews: reviews,
+		admitted: cache.NewLRUExpireCache(reviewCacheSize), refused: cache.NewLRUExpireCache(reviewCacheSize),
+		inFlight: semaphore.NewWeighted(concurrentReviews), budgets: lru.New(subjectBudgets)}
 }
 
 // identityOf maps system:serviceaccount:<cluster>:<addon> to an Identity.
@@ -127,61 +108,88 @@ func identityOf(sub string) (Identity, bool) {
 	return Identity{Cluster: ns, Addon: name}, true
 }
 
-// check verifies token: its claims first (shape, audience, lifetime at most MaxTokenLifetime, not
-// expired, the subject one of allowed's ServiceAccounts), so that what could not be an agent's
-// token costs the API server nothing; then the API server's TokenReview for the gateway's audience,
-// whose verdict is reused for ReviewCacheTTL at most.
-func (r *reviewer) check(ctx context.Context, token string, allowed func(addon string) bool) (Identity, *refusal) {
-	unauthenticated := func(msg string, cause error) (Identity, *refusal) {
-		return Identity{}, &refusal{http.StatusUnauthorized, function.ReasonUnauthenticated, msg, cause}
-	}
-	if len(token) > maxTokenBytes {
-		return unauthenticated(fmt.Sprintf("token of %d bytes, more than %d", len(token), maxTokenBytes), nil)
-	}
-	c, err := parseClaims(token)
-	if err != nil {
-		return unauthenticated(err.Error(), nil)
-	}
-	now := r.now()
-	if !slices.Contains(c.Audience, r.audience) {
-		return unauthenticated("token not for audience "+r.audience, nil)
-	}
-	if c.Issued == nil || c.Expiry == nil {
-		return unauthenticated("token without iat or exp", nil)
-	}
-	// Seconds; a difference that overflows comes out negative.
-	switch life := *c.Expiry - *c.Issued; {
-	case life < 0 || life > int64(MaxTokenLifetime/time.Second):
-		return unauthenticated(fmt.Sprintf("token lives %ds, more than %s: mint it for an hour at most", life, MaxTokenLifetime), nil)
-	case now.Unix() >= *c.Expiry:
-		return unauthenticated("token expired", nil)
-	}
-	id, ok := identityOf(c.Subject)
-	if !ok || !allowed(id.Addon) {
-		return Identity{}, &refusal{http.StatusForbidden, function.ReasonNotAllowed, "caller " + contract.Truncate(c.Subject, 200) + " is no agent of this gateway", nil}
-	}
-
+// check admits token as an agent whose addon allowed accepts, or says why not: 401 for a token
+// that does not verify, 403 for one of a ServiceAccount that is no agent of the table, 429 for an
+// agent over its review budget, 503 when the hub cannot answer now.
+func (r *reviewer) check(ctx context.Context, token string, allowed func(addon string) bool) (Identity, *auth.Refusal) {
 	key := sha256.Sum256([]byte(token))
-	if v, ok := r.cache.Get(key); ok {
+	if v, ok := r.admitted.Get(key); ok {
 		return v.(Identity), nil
 	}
-	wait, cancel := context.WithTimeout(ctx, reviewWait)
-	err = r.inFlight.Acquire(wait, 1)
-	cancel()
-	if err != nil {
-		return Identity{}, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "busy verifying tokens; retry", err}
+	if v, ok := r.refused.Get(key); ok {
+		return Identity{}, v.(*auth.Refusal)
 	}
+	tok, err := r.verifier.Verify(ctx, token)
+	if err != nil {
+		return Identity{}, auth.Refuse(err)
+	}
+	id, ok := identityOf(tok.Subject)
+	if !ok || !allowed(id.Addon) {
+		return Identity{}, auth.NotAllowed(tok.Subject, "is no agent of this gateway")
+	}
+	// Requests with the same token share one review; it is not cut short by the one that asked
+	// first going away, only by reviewWait.
+	v, _, _ := r.once.Do(string(key[:]), func() (any, error) { return r.review(context.WithoutCancel(ctx), key, token, tok), nil })
+	if ref, _ := v.(*auth.Refusal); ref != nil {
+		return id, ref
+	}
+	return id, nil
+}
+
+// review asks the API server about a token the hub signed, within its subject's budget, and
+// remembers the verdict. A nil *auth.Refusal admits it.
+func (r *reviewer) review(ctx context.Context, key [sha256.Size]byte, token string, tok *auth.Token) *auth.Refusal {
+	if _, ok := r.admitted.Get(key); ok { // reviewed while this request was verifying
+		return nil
+	}
+	b := r.budgetOf(tok.Subject)
+	wait, cancel := context.WithTimeout(ctx, reviewWait)
+	defer cancel()
+	// The rate first: a request it would keep waiting past reviewWait is answered at once.
+	if err := b.limiter.Wait(wait); err != nil {
+		return &auth.Refusal{Status: http.StatusTooManyRequests, Reason: contract.ReasonUnavailable,
+			Message: fmt.Sprintf("more new tokens than the gateway reviews for one agent (%g a second); retry", SubjectReviewRate), Err: err}
+	}
+	if err := b.turn.Acquire(wait, 1); err != nil {
+		return busy(tok.Subject, err)
+	}
+	defer b.turn.Release(1)
+	if err := r.inFlight.Acquire(wait, 1); err != nil {
+		return busy(tok.Subject, err)
+	}
+	r.reviews()
 	review, err := r.kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}}}, metav1.CreateOptions{})
 	r.inFlight.Release(1)
 	if err != nil {
-		return Identity{}, &refusal{http.StatusServiceUnavailable, contract.ReasonUnavailable, "cannot verify the token now; retry", err}
+		return &auth.Refusal{Status: http.StatusServiceUnavailable, Reason: contract.ReasonUnavailable, Message: "cannot verify the token now; retry", Err: err}
 	}
+	ttl := min(ReviewCacheTTL, tok.Expiry.Sub(r.now()))
 	st := review.Status
-	if !st.Authenticated || st.User.Username != c.Subject || !slices.Contains(st.Audiences, r.audience) {
-		return unauthenticated("token not valid", fmt.Errorf("TokenReview: authenticated %v as %q for %v: %s", st.Authenticated, st.User.Username, st.Audiences, st.Error))
+	if !st.Authenticated || st.User.Username != tok.Subject || !slices.Contains(st.Audiences, r.audience) {
+		ref := &auth.Refusal{Status: http.StatusUnauthorized, Reason: auth.ReasonUnauthenticated, Message: "token not valid",
+			Err: fmt.Errorf("TokenReview: authenticated %v as %q for %v: %s", st.Authenticated, st.User.Username, st.Audiences, st.Error)}
+		r.refused.Add(key, ref, ttl)
+		return ref
 	}
-	ttl := min(ReviewCacheTTL, time.Unix(*c.Expiry, 0).Sub(now))
-	r.cache.Add(key, id, ttl)
-	return id, nil
+	id, _ := identityOf(tok.Subject)
+	r.admitted.Add(key, id, ttl)
+	return nil
+}
+
+func busy(subject string, err error) *auth.Refusal {
+	return &auth.Refusal{Status: http.StatusServiceUnavailable, Reason: contract.ReasonUnavailable, Message: "busy verifying tokens; retry",
+		Err: fmt.Errorf("waiting %s for a TokenReview of %s: %w", reviewWait, subject, err)}
+}
+
+// budgetOf is subject's review budget.
+func (r *reviewer) budgetOf(subject string) *budget {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.budgets.Get(subject); ok {
+		return v.(*budget)
+	}
+	b := &budget{turn: semaphore.NewWeighted(1), limiter: rate.NewLimiter(rate.Limit(SubjectReviewRate), SubjectReviewBurst)}
+	r.budgets.Add(subject, b)
+	return b
 }

@@ -53,13 +53,13 @@ func (r *Refusal) Error() string {
 
 func (r *Refusal) Unwrap() error { return r.Err }
 
-// SetHeaders sets what the refusal's status calls for: a 401 names the bearer scheme, a 503 when
-// to retry.
+// SetHeaders sets what the refusal's status calls for: a 401 names the bearer scheme, a 429 or 503
+// when to retry.
 func (r *Refusal) SetHeaders(h http.Header) {
 	switch r.Status {
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	case http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
 	}
 }

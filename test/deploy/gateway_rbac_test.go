@@ -68,7 +68,7 @@ func runGateway(t *testing.T, cfg *rest.Config) (string, *functest.Sink) {
 	}
 	table := &agentgateway.Table{Agents: []agentgateway.Agent{{Addon: gatewayAddon, Types: []string{contract.TypeScoreUpdated}, Resources: []string{"latency"}}}}
 	fn := function.New("agent-gateway", "test")
-	g, err := agentgateway.New(kubernetes.NewForConfigOrDie(cfg), addonclient.NewForConfigOrDie(cfg), sender, agentgateway.Options{Table: table}, fn.Log, nil)
+	g, err := agentgateway.New(cfg, sender, agentgateway.Options{Table: table}, fn.Log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +85,8 @@ func runGateway(t *testing.T, cfg *rest.Config) (string, *functest.Sink) {
 	return srv.URL, broker
 }
 
-// postAgentScore posts a score.updated of the test cluster with a fresh token of its agent.
-func postAgentScore(t *testing.T, h *localhub.Hub, url string) int {
+// agentToken mints a token of the test cluster's agent, as the agent does.
+func agentToken(t *testing.T, h *localhub.Hub) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := createIgnoreExists(h.Kube.CoreV1().ServiceAccounts(cluster).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gatewayAddon}}, metav1.CreateOptions{})); err != nil {
@@ -98,6 +98,12 @@ func postAgentScore(t *testing.T, h *localhub.Hub, url string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr.Status.Token
+}
+
+// postAgentScore posts a score.updated of the test cluster with token.
+func postAgentScore(t *testing.T, url, token string) int {
+	t.Helper()
 	e := cloudevents.NewEvent()
 	e.SetID(uuid.NewString())
 	e.SetSource("agent")
@@ -105,7 +111,7 @@ func postAgentScore(t *testing.T, h *localhub.Hub, url string) int {
 	_ = e.SetData(cloudevents.ApplicationJSON, contract.ScoreUpdated{Resource: "latency",
 		Items: []contract.ClusterScores{{Cluster: cluster, Scores: []contract.Score{{Name: "r", Value: 1}}}}})
 	req := functest.Request(t, url, e)
-	req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +129,8 @@ func gatewayWorks(t *testing.T, h *localhub.Hub, cfg *rest.Config) (bool, string
 	if url == "" {
 		return false, "its ManagedClusterAddOn informer did not sync"
 	}
-	if st := postAgentScore(t, h, url); st != http.StatusAccepted || len(broker.Take()) != 1 {
+	token := agentToken(t, h)
+	if st := postAgentScore(t, url, token); st != http.StatusAccepted || len(broker.Take()) != 1 {
 		return false, fmt.Sprintf("the enabled agent's score got %d", st)
 	}
 	ctx := context.Background()
@@ -140,7 +147,7 @@ func gatewayWorks(t *testing.T, h *localhub.Hub, cfg *rest.Config) (bool, string
 	// a backoff of 0.8s or more.
 	disabled := time.Now()
 	for time.Since(disabled) < liveWithin {
-		if st := postAgentScore(t, h, url); st == http.StatusForbidden {
+		if st := postAgentScore(t, url, token); st == http.StatusForbidden && time.Since(disabled) < liveWithin {
 			return true, ""
 		}
 		time.Sleep(10 * time.Millisecond)
