@@ -51,6 +51,6 @@ func main() {
 		g.Start(ctx)
 		fn.SetReadiness(g.Ready)
 		// Tokens are checked before the CloudEvents receiver reads a body.
-		return fn.ServeHTTP(ctx, fn.Mux(g.Authenticate(fn.Handler(g.Handle, nil))))
+		return fn.ServeHTTP(ctx, g.Handler(fn))
 	})
 }

@@ -178,8 +178,16 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
+// Handler is the gateway's whole HTTP surface on fn: agents' events on / (Authenticate in front of
+// fn's CloudEvents receiver, which takes bodies of at most MaxEventBytes and gives each agent its
+// own share of the admission budget), probes and metrics.
+func (g *Gateway) Handler(fn *function.Function) http.Handler {
+	fn.SetMaxBodyBytes(MaxEventBytes)
+	return fn.Mux(g.Authenticate(fn.Handler(g.Handle, nil)))
+}
+
 // Authenticate admits to next only requests of an enabled agent of the table (see the package
-// documentation), with bodies of at most MaxEventBytes; it reads no body itself.
+// documentation), recording who sent them (IdentityFrom, function.CallerFrom); it reads no body.
 func (g *Gateway) Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ref := g.admit(r)
@@ -187,13 +195,8 @@ func (g *Gateway) Authenticate(next http.Handler) http.Handler {
 			g.refuse(w, r, id, ref)
 			return
 		}
-		if r.ContentLength > MaxEventBytes {
-			g.refuse(w, r, id, refusal(http.StatusRequestEntityTooLarge, contract.ReasonNotCloudEvent,
-				fmt.Sprintf("body of %d bytes is over the gateway's limit of %d", r.ContentLength, MaxEventBytes), nil))
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBytes)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+		ctx := function.WithCaller(context.WithValue(r.Context(), identityKey{}, id), id.String())
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -229,9 +232,6 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id Identity, re
 	}
 	g.log.Warn("agent request refused", attrs...)
 	ref.SetHeaders(w.Header())
-	if ref.Status == http.StatusRequestEntityTooLarge {
-		w.Header().Set("Connection", "close")
-	}
 	f, _ := contract.FitRefusal(g.failure(contract.EventRef{}, ref))
 	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&f), ref.Status, w); err != nil {
 		g.log.Error("writing refusal", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,7 +108,7 @@ func startGateway(t *testing.T) *gatewayHub {
 	for g.Ready() != nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	srv := httptest.NewServer(fn.Mux(g.Authenticate(fn.Handler(g.Handle, nil))))
+	srv := httptest.NewServer(g.Handler(fn))
 	t.Cleanup(srv.Close)
 	return &gatewayHub{hub: hub, addons: addons, url: srv.URL, broker: broker, reviews: reviews}
 }
@@ -358,6 +359,33 @@ func TestAnAgentsTokenReviewsAreBudgeted(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Error("no token of cluster1's was answered 429")
+	}
+}
+
+// One agent that opens two requests and never finishes their bodies holds only its own share of
+// the gateway's admission budget: another agent's events are admitted at once, not answered 503.
+func TestAStallingAgentDoesNotHoldUpOthers(t *testing.T) {
+	h := startGateway(t)
+	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
+	agent2 := h.token(t, "cluster2", addon, hubtoken.Audience, time.Hour)
+	for i := range 2 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nCe-Specversion: 1.0\r\nCe-Id: stall-%d\r\nCe-Source: s\r\n"+
+			"Ce-Type: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", agent1, i, contract.TypeScoreUpdated)
+	}
+	time.Sleep(500 * time.Millisecond) // both admitted and waiting for their bodies
+	for range 3 {
+		start := time.Now()
+		if st, body := h.post(t, agent2, scores("latency", "cluster2")); st != http.StatusAccepted || time.Since(start) > 2*time.Second {
+			t.Errorf("cluster2's agent while cluster1's stalls two requests: %d after %s %s, want 202 at once", st, time.Since(start).Round(time.Millisecond), body)
+		}
+	}
+	if n := len(h.broker.Take()); n != 3 {
+		t.Errorf("%d events forwarded, want cluster2's 3", n)
 	}
 }
 

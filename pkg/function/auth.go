@@ -174,7 +174,7 @@ func (a *Authenticator) guard(app http.Handler, onFailure FailureReply, log *slo
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sub, ref := a.check(r)
 		if ref == nil {
-			app.ServeHTTP(w, r)
+			app.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), sub)))
 			return
 		}
 		a.refused.WithLabelValues(string(ref.Reason), fmt.Sprint(ref.Status)).Inc()

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -40,6 +41,8 @@ type Function struct {
 	port     *int
 	logLevel *string
 	drain    *time.Duration
+	maxConns *int
+	maxBody  int64
 	ready    atomic.Pointer[func() error]
 	stopping atomic.Bool
 
@@ -57,11 +60,13 @@ func New(name, about string) *Function {
 		about:    about,
 		Flags:    flag.NewFlagSet(name, flag.ContinueOnError),
 		Registry: prometheus.NewRegistry(),
+		maxBody:  MaxBodyBytes,
 	}
 	f.port = f.Flags.Int("port", 8080, "HTTP port for CloudEvents, /healthz, /readyz and /metrics")
 	f.addr = f.Flags.String("address", "", "address to listen on (empty: all interfaces)")
 	f.logLevel = f.Flags.String("log-level", "info", "log level: debug, info, warn or error")
 	f.drain = f.Flags.Duration("drain-timeout", 20*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	f.maxConns = f.Flags.Int("max-connections", DefaultMaxConnections, "connections served at once; more wait to be accepted (idle ones close after 30s)")
 	f.auth = f.registerAuthFlags()
 	f.tls = f.registerTLSFlags()
 	f.Flags.Usage = usage(f.Flags, name, about)
@@ -110,13 +115,18 @@ func (f *Function) FailureReply(in contract.EventRef, reason contract.Reason, me
 	return &e
 }
 
+// SetMaxBodyBytes lowers the largest request body the CloudEvents receiver takes (MaxBodyBytes):
+// a larger one is refused 413, and one of unknown length is weighed as this much against the
+// in-flight budget. Call it before Handler.
+func (f *Function) SetMaxBodyBytes(n int64) { f.maxBody = min(n, MaxBodyBytes) }
+
 // Handler is the function's whole HTTP surface: CloudEvents on /, plus health and metrics.
 func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 	if onFailure == nil {
 		onFailure = f.FailureReply
 	}
 	f.authFailure = onFailure
-	return f.Mux(newReceiver(h, onFailure, f.Log, f.Registry))
+	return f.Mux(newReceiver(h, onFailure, f.maxBody, f.Log, f.Registry))
 }
 
 // Mux serves app on / beside /healthz, /readyz and /metrics: for functions whose input is not
@@ -197,13 +207,29 @@ func (f *Function) ServeHTTP(ctx context.Context, handler http.Handler) error {
 // attributes travel in them, and the contract bounds those to a few hundred bytes.
 const MaxHeaderBytes = 64 << 10
 
+// What a connection may hold of a function, whoever opens it: its headers must arrive within
+// ReadHeaderTimeout and the whole request within ReadTimeout (the CloudEvents receiver gives a
+// body bodyReadTimeout once it is admitted); a keep-alive connection idle for IdleTimeout is
+// closed; at most --max-connections are served at once, more wait to be accepted. Nothing bounds
+// how long a handler answers (event streams last).
+const (
+	ReadHeaderTimeout     = 10 * time.Second
+	ReadTimeout           = 45 * time.Second
+	IdleTimeout           = 30 * time.Second
+	DefaultMaxConnections = 2048
+)
+
 // ServeListener serves handler on ln with the same shutdown behaviour as Serve.
 func (f *Function) ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
-	ln, err := f.tls.listener(ln)
+	if *f.maxConns <= 0 {
+		return fmt.Errorf("--max-connections must be positive, not %d", *f.maxConns)
+	}
+	ln, err := f.tls.listener(netutil.LimitListener(ln, *f.maxConns))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, IdleTimeout: IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	f.Log.Info("serving", "address", ln.Addr().String(), "version", Version)

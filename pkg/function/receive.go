@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -43,10 +44,18 @@ type FailureReply func(in contract.EventRef, reason contract.Reason, message str
 const MaxBodyBytes = contract.MaxEventBytes
 
 // MaxBodyBytesInFlight bounds the request bodies handled at once, by their declared length (a body
-// of unknown length counts as MaxBodyBytes): each costs a few times its size while it is decoded
-// and answered, so a burst of large events waits here rather than exhausting the pod's memory.
-// Small events are not held up by large ones beyond this sum.
+// of unknown length counts as the receiver's limit, MaxBodyBytes unless SetMaxBodyBytes lowered
+// it): each costs a few times its size while it is decoded and answered, so a burst of large
+// events waits here rather than exhausting the pod's memory. Small events are not held up by
+// large ones beyond this sum.
 const MaxBodyBytesInFlight = 2 * MaxBodyBytes
+
+// CallerShareBytes is the part of MaxBodyBytesInFlight one caller's requests may hold while their
+// bodies are still arriving (at least one body of the receiver's limit): a caller whose requests
+// stall, or arrive slowly, waits on its own share, and the rest of the budget stays for the
+// others. A caller is the identity authentication established (CallerFrom), else the remote
+// address. Once a body has arrived, its bytes count against the whole budget only.
+const CallerShareBytes = MaxBodyBytesInFlight / 4
 
 type receiver struct {
 	handle    Handler
@@ -55,7 +64,9 @@ type receiver struct {
 	events    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 
+	limit    int64               // the largest body taken
 	inFlight *semaphore.Weighted // body bytes being handled
+	arriving *shares             // body bytes still arriving, per caller
 
 	mu     sync.Mutex
 	labels map[string]bool // event types with a metric label of their own
@@ -78,13 +89,15 @@ func (r *receiver) typeLabel(t string) string {
 	return t
 }
 
-func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg prometheus.Registerer) *receiver {
+func newReceiver(h Handler, onFailure FailureReply, limit int64, log *slog.Logger, reg prometheus.Registerer) *receiver {
 	r := &receiver{
 		handle:    h,
 		onFailure: onFailure,
 		log:       log,
 		labels:    map[string]bool{},
+		limit:     limit,
 		inFlight:  semaphore.NewWeighted(MaxBodyBytesInFlight),
+		arriving:  newShares(max(limit, CallerShareBytes)),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_events_received_total",
 			Help: "CloudEvents received, by type and HTTP status answered.",
@@ -101,9 +114,11 @@ func newReceiver(h Handler, onFailure FailureReply, log *slog.Logger, reg promet
 
 // ServeHTTP decodes a CloudEvent (binary or structured mode) with sdk-go and answers with the
 // handler's status and event. Requests that are not CloudEvents get 400 and the failure reply, not
-// the sdk's bare 415/500, so a sender always learns why. Bodies over MaxBodyBytes get 413 (before
-// they are read when their length is declared), and attributes over the contract's bounds get 400
-// before the handler sees them.
+// the sdk's bare 415/500, so a sender always learns why. Bodies over the receiver's limit get 413
+// (before they are read when their length is declared), and attributes over the contract's bounds
+// get 400 before the handler sees them. A request is admitted within its caller's share of the
+// in-flight budget (CallerShareBytes) and the whole of it (MaxBodyBytesInFlight), waiting at most
+// admissionWait, else 503.
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	req = req.WithContext(context.WithValue(req.Context(), receivedKey{}, start))
@@ -115,29 +130,33 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	var resp Response
 	var e *event.Event
 	typ := "invalid"
-	if req.ContentLength > MaxBodyBytes {
+	if req.ContentLength > r.limit {
 		resp = Response{Status: http.StatusRequestEntityTooLarge, Event: r.onFailure(contract.EventRef{}, contract.ReasonNotCloudEvent,
-			fmt.Sprintf("body of %d bytes is over the limit of %d", req.ContentLength, MaxBodyBytes))}
+			fmt.Sprintf("body of %d bytes is over the limit of %d", req.ContentLength, r.limit))}
 		// The body is not read: the connection closes after the answer.
 		w.Header().Set("Connection", "close")
 	} else {
+		// Weighed by what it may bring: its declared length, else the most this receiver takes.
 		weight := req.ContentLength
 		if weight < 0 {
-			weight = MaxBodyBytes
+			weight = r.limit
 		}
 		wait, cancel := context.WithTimeout(req.Context(), admissionWait)
-		err := r.inFlight.Acquire(wait, weight)
+		arrived, busy := r.admit(wait, req, weight)
 		cancel()
 		switch {
 		case req.Context().Err() != nil:
+			if busy == "" {
+				arrived()
+				r.inFlight.Release(weight)
+			}
 			return // the sender has gone
-		case err != nil:
+		case busy != "":
 			w.Header().Set("Retry-After", "1")
-			resp = Response{Status: http.StatusServiceUnavailable, Event: r.onFailure(contract.EventRef{}, contract.ReasonUnavailable,
-				fmt.Sprintf("busy: %d bytes of requests are being handled; retry", MaxBodyBytesInFlight))}
+			resp = Response{Status: http.StatusServiceUnavailable, Event: r.onFailure(contract.EventRef{}, contract.ReasonUnavailable, busy)}
 		default:
 			defer r.inFlight.Release(weight)
-			e, resp, typ = r.receive(w, req)
+			e, resp, typ = r.receive(w, req, arrived)
 		}
 	}
 	if resp.Status == 0 {
@@ -181,15 +200,44 @@ var (
 	bodyReadTimeout = 30 * time.Second
 )
 
-// receive reads and decodes the event of an admitted request and hands it to the handler.
-func (r *receiver) receive(w http.ResponseWriter, req *http.Request) (*event.Event, Response, string) {
+// admit takes weight bytes of the caller's share, then of the whole budget. arrived gives the
+// share back (call it once the body has been read); busy says why the request was not admitted
+// ("" when it was).
+func (r *receiver) admit(ctx context.Context, req *http.Request, weight int64) (arrived func(), busy string) {
+	caller, ok := CallerFrom(req.Context())
+	if !ok {
+		caller = "remote " + remoteHost(req.RemoteAddr)
+	}
+	arrived, err := r.arriving.acquire(ctx, caller, weight)
+	if err != nil {
+		return nil, fmt.Sprintf("busy: this caller's requests still arriving hold its share of %d bytes; retry", r.arriving.size)
+	}
+	if err := r.inFlight.Acquire(ctx, weight); err != nil {
+		arrived()
+		return nil, fmt.Sprintf("busy: %d bytes of requests are being handled; retry", MaxBodyBytesInFlight)
+	}
+	return arrived, ""
+}
+
+// remoteHost is the host of a request's RemoteAddr.
+func remoteHost(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// receive reads and decodes the event of an admitted request and hands it to the handler; arrived
+// is called once the body has been read.
+func (r *receiver) receive(w http.ResponseWriter, req *http.Request, arrived func()) (*event.Event, Response, string) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
+	req.Body = http.MaxBytesReader(w, req.Body, r.limit)
 	msg := cehttp.NewMessageFromHttpRequest(req)
 	defer func() { _ = msg.Finish(nil) }()
 	e, err := binding.ToEvent(req.Context(), msg)
 	_ = rc.SetReadDeadline(time.Time{})
+	arrived()
 	if err != nil {
 		status := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
@@ -259,4 +307,65 @@ func Ref(e *event.Event) contract.EventRef {
 	}
 	return contract.EventRef{Source: contract.Truncate(e.Source(), contract.MaxSourceLength), ID: contract.Truncate(e.ID(), contract.MaxIDLength),
 		Type: contract.Truncate(e.Type(), contract.MaxTypeLength)}
+}
+
+type callerKey struct{}
+
+// WithCaller records who sent the request handled under ctx: the identity its authentication
+// established (the Authenticator records the token's subject, the agent gateway its agent). The
+// receiver gives each caller its own share of the admission budget.
+func WithCaller(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callerKey{}, id)
+}
+
+// CallerFrom is the identity WithCaller recorded for the request handled under ctx.
+func CallerFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(callerKey{}).(string)
+	return id, ok
+}
+
+// shares are per-caller budgets of the same size, each kept only while a request of its caller
+// holds or waits for it: their number is bounded by the requests in progress.
+type shares struct {
+	size int64
+
+	mu     sync.Mutex
+	byName map[string]*share
+}
+
+type share struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+func newShares(size int64) *shares { return &shares{size: size, byName: map[string]*share{}} }
+
+// acquire takes n bytes of caller's share, waiting while ctx allows; release gives them back.
+func (s *shares) acquire(ctx context.Context, caller string, n int64) (release func(), err error) {
+	s.mu.Lock()
+	sh := s.byName[caller]
+	if sh == nil {
+		sh = &share{sem: semaphore.NewWeighted(s.size)}
+		s.byName[caller] = sh
+	}
+	sh.users++
+	s.mu.Unlock()
+	done := func() {
+		s.mu.Lock()
+		if sh.users--; sh.users == 0 {
+			delete(s.byName, caller)
+		}
+		s.mu.Unlock()
+	}
+	if err := sh.sem.Acquire(ctx, n); err != nil {
+		done()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sh.sem.Release(n)
+			done()
+		})
+	}, nil
 }

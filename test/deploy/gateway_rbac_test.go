@@ -80,7 +80,7 @@ func runGateway(t *testing.T, cfg *rest.Config) (string, *functest.Sink) {
 			return "", broker
 		}
 	}
-	srv := httptest.NewServer(fn.Mux(g.Authenticate(fn.Handler(g.Handle, nil))))
+	srv := httptest.NewServer(g.Handler(fn))
 	t.Cleanup(srv.Close)
 	return srv.URL, broker
 }
