@@ -9,13 +9,16 @@
 // LoadTable), which costs the hub nothing; then the API server must authenticate the token
 // (TokenReview, its verdict reused for ReviewCacheTTL at most, within a budget per agent), and the
 // cluster's ManagedClusterAddOn of that addon must exist and not be deleting (an informer:
-// disabling the addon cuts the cluster off at once). Then the event: its type and resource must be the addon's
-// (the table), it must be valid, and every item must name the sender's cluster. It goes to the
-// Broker as a new event with the same id, time and data, source /scoreflow/agents/<addon>/<cluster>
-// and the scoreflowresource extension; nothing else the agent set is forwarded.
+// disabling the addon cuts the cluster off at once). Then the event: its type and resource must be
+// the addon's (the table), it must be valid, every item must name the sender's cluster, and it may
+// not ask never to expire. It goes to the Broker as a new event with the same id, time and data,
+// source /scoreflow/agents/<addon>/<cluster> and the scoreflowresource extension; nothing else the
+// agent set is forwarded, and a validUntil later than MaxScoreValidity from now (or none) becomes
+// that, so a cut-off agent's scores lapse within it.
 //
 // Refusals: 401 (no or bad token, a token living over an hour), 403 (not an agent of the table,
-// the addon not enabled for that cluster, a type, resource or cluster the sender may not use), 400
+// the addon not enabled for that cluster, a type, resource or cluster the sender may not use,
+// neverExpires), 400
 // (not a valid event), 429 (an agent minting tokens faster than its review budget), each with a
 // score.failed under contract.MaxRefusalBytes, a log line and nothing forwarded. A failed forward
 // answers 503, so the agent sends again.
@@ -23,6 +26,7 @@ package agentgateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,11 +74,23 @@ type Options struct {
 	Audience string
 	// Source names the gateway in its failure replies.
 	Source string
+	// MaxScoreValidity bounds how long an agent's scores stay valid after the gateway forwards
+	// them (default DefaultMaxScoreValidity): a later or missing validUntil is set to that, and
+	// neverExpires is refused. So a cut-off agent's scores lapse within it.
+	MaxScoreValidity time.Duration
+	// Now is the clock validity is counted from (default time.Now).
+	Now func() time.Time
 }
+
+// DefaultMaxScoreValidity is how long at most an agent's scores stay valid after the gateway
+// forwarded them: two rounds of an agent scoring every five minutes.
+const DefaultMaxScoreValidity = 10 * time.Minute
 
 // Gateway checks agents' events and forwards them.
 type Gateway struct {
 	table    *Table
+	validity time.Duration
+	now      func() time.Time
 	source   string
 	review   *reviewer
 	addons   addonlisters.ManagedClusterAddOnLister
@@ -100,6 +116,12 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	if opts.Audience == "" {
 		opts.Audience = hubtoken.Audience
 	}
+	if opts.MaxScoreValidity <= 0 {
+		opts.MaxScoreValidity = DefaultMaxScoreValidity
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +143,7 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	}
 	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 10*time.Minute, addoninformers.WithTransform(slimAddOn))
 	inf := factory.Addon().V1alpha1().ManagedClusterAddOns()
-	g := &Gateway{table: opts.Table, source: opts.Source,
+	g := &Gateway{table: opts.Table, source: opts.Source, validity: opts.MaxScoreValidity, now: opts.Now,
 		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_agent_gateway_refused_total",
@@ -277,6 +299,10 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 				fmt.Sprintf("items[%d] scores cluster %q; the agent of cluster %s scores only its own", i, contract.Truncate(it.Cluster, 64), id.Cluster), nil))
 		}
 	}
+	data, ref := g.bounded(s, e.Data())
+	if ref != nil {
+		return g.respond(e, id, ref)
+	}
 	out := cloudevents.NewEvent()
 	out.SetID(e.ID())
 	out.SetSource(SourcePrefix + id.Addon + "/" + id.Cluster)
@@ -287,7 +313,7 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 	out.SetSubject(s.Resource)
 	out.SetExtension(contract.ExtResource, s.Resource)
 	out.SetDataContentType(cloudevents.ApplicationJSON)
-	out.DataEncoded = e.Data()
+	out.DataEncoded = data
 	if err := g.sink.Send(ctx, out); err != nil {
 		g.received.WithLabelValues(id.Addon, "failed").Inc()
 		return g.respond(e, id, refusal(http.StatusServiceUnavailable, contract.ReasonUnavailable, "the broker did not take the event; retry", err))
@@ -310,6 +336,26 @@ func (g *Gateway) respond(e event.Event, id Identity, ref *auth.Refusal) functio
 	g.log.Warn("agent event not forwarded", attrs...)
 	f := g.failure(function.Ref(&e), ref)
 	return function.Response{Status: ref.Status, Event: &f}
+}
+
+// bounded is data with s's validity within the gateway's bound: a validUntil later than that
+// bound from now, or none, is set to it (the rest of the data is unchanged); neverExpires is
+// refused, as the agent asks for what it may not have.
+func (g *Gateway) bounded(s *contract.ScoreUpdated, data []byte) ([]byte, *auth.Refusal) {
+	if s.NeverExpires {
+		return nil, refusal(http.StatusForbidden, contract.ReasonForbidden,
+			fmt.Sprintf("an agent's scores expire: set validUntil at most %s ahead, not neverExpires", g.validity), nil)
+	}
+	horizon := g.now().Add(g.validity).UTC().Truncate(time.Second)
+	if s.ValidUntil != nil && !s.ValidUntil.After(horizon) {
+		return data, nil
+	}
+	s.ValidUntil = &horizon
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, refusal(http.StatusBadRequest, contract.ReasonInvalidData, "cannot encode the scores", err)
+	}
+	return b, nil
 }
 
 // reasonOf is the reason of a validation error.

@@ -147,6 +147,7 @@ func (h *gatewayHub) post(t *testing.T, token string, e event.Event) (int, strin
 	return resp.StatusCode, string(body)
 }
 
+// scores is an agent's event of resource for clusters, valid for a minute.
 func scores(resource string, clusters ...string) event.Event {
 	e := cloudevents.NewEvent()
 	e.SetID(uuid.NewString())
@@ -155,7 +156,8 @@ func scores(resource string, clusters ...string) event.Event {
 	e.SetTime(time.Now())
 	e.SetExtension("scoreflowagent", "latency")
 	e.SetExtension("scorer", "promql-scorer")
-	s := contract.ScoreUpdated{Resource: resource}
+	valid := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	s := contract.ScoreUpdated{Resource: resource, ValidUntil: &valid}
 	for _, c := range clusters {
 		s.Items = append(s.Items, contract.ClusterScores{Cluster: c, Scores: []contract.Score{{Name: "registry", Value: 42}}})
 	}
@@ -188,6 +190,24 @@ func TestGatewayAdmitsAnAgentForItsOwnClusterOnly(t *testing.T) {
 	}
 	if ext := f.Extensions(); ext[contract.ExtResource] != "latency" || len(ext) != 1 {
 		t.Errorf("forwarded extensions %v, want only %s=latency", ext, contract.ExtResource)
+	}
+	// Without a validUntil the scores are forwarded valid for DefaultMaxScoreValidity: the data
+	// is the agent's with that added.
+	e = scores("latency", "cluster1")
+	_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"resource":"latency","items":[{"cluster":"cluster1","scores":[{"name":"registry","value":42}]}]}`))
+	if st, body := h.post(t, agent1, e); st != http.StatusAccepted {
+		t.Fatalf("without validUntil: %d %s, want 202", st, body)
+	}
+	if got = h.broker.Take(); len(got) != 1 {
+		t.Fatalf("the broker got %d events, want 1", len(got))
+	}
+	s, err := contract.DecodeScoreUpdated(&got[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ValidUntil == nil || s.ValidUntil.After(time.Now().Add(DefaultMaxScoreValidity)) || s.ValidUntil.Before(time.Now().Add(DefaultMaxScoreValidity-time.Minute)) ||
+		len(s.Items) != 1 || s.Items[0].Scores[0] != (contract.Score{Name: "registry", Value: 42}) {
+		t.Errorf("forwarded %s; want the agent's scores valid for %s", got[0].Data(), DefaultMaxScoreValidity)
 	}
 
 	for _, c := range []struct {
