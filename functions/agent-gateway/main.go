@@ -20,6 +20,7 @@ func main() {
 	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): its signing keys, TokenReviews and a watch of ManagedClusterAddOns")
 	agents := fn.Flags.String("agents-file", "", "YAML table of the agents admitted, {agents: [{addon, types, resources}]} (a mounted ConfigMap)")
 	audience := fn.Flags.String("audience", hubtoken.Audience, "the audience agents' tokens must carry")
+	delay := fn.Flags.Duration("unauthenticated-delay", agentgateway.DefaultUnauthenticatedDelay, "how long a 401 is held back, at random between half and one and a half times this (0: the default; negative: not held)")
 	validity := fn.Flags.Duration("max-score-validity", agentgateway.DefaultMaxScoreValidity, "an agent's scores are forwarded valid for at most this long (a later or missing validUntil is set to it; neverExpires is refused): a cut-off agent's scores lapse within it")
 	// Every agent's first event after a token renewal costs a TokenReview: a fleet refreshing at
 	// once needs far more than client-go's default of 5 requests per second.
@@ -45,7 +46,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		g, err := agentgateway.New(cfg, sink, agentgateway.Options{Table: table, Audience: *audience, Source: fn.Source(), MaxScoreValidity: *validity}, fn.Log, fn.Registry)
+		g, err := agentgateway.New(cfg, sink, agentgateway.Options{Table: table, Audience: *audience, Source: fn.Source(), MaxScoreValidity: *validity, UnauthenticatedDelay: *delay}, fn.Log, fn.Registry)
 		if err != nil {
 			return err
 		}

@@ -18,10 +18,10 @@
 //
 // Refusals: 401 (no or bad token, a token living over an hour), 403 (not an agent of the table,
 // the addon not enabled for that cluster, a type, resource or cluster the sender may not use,
-// neverExpires), 400
-// (not a valid event), 429 (an agent minting tokens faster than its review budget), each with a
-// score.failed under contract.MaxRefusalBytes, a log line and nothing forwarded. A failed forward
-// answers 503, so the agent sends again.
+// neverExpires), 400 (not a valid event), 429 (an agent minting tokens faster than its review
+// budget), each with a score.failed under contract.MaxRefusalBytes, a log line and nothing
+// forwarded; a 401 only after UnauthenticatedDelay. A failed forward answers 503, so the agent
+// sends again.
 package agentgateway
 
 import (
@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,6 +41,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -80,7 +82,22 @@ type Options struct {
 	MaxScoreValidity time.Duration
 	// Now is the clock validity is counted from (default time.Now).
 	Now func() time.Time
+	// UnauthenticatedDelay is how long a 401 waits before it is answered (default
+	// DefaultUnauthenticatedDelay; negative: none).
+	UnauthenticatedDelay time.Duration
 }
+
+// DefaultUnauthenticatedDelay holds back every 401 (no token, or one that does not verify), by
+// half to one and a half times it, at random: a client then gets about one such answer a second
+// per connection, so a flood of forged tokens from any number of connections costs the gateway
+// about a signature check a second per connection, and a waiting refusal costs a parked
+// goroutine. The spread keeps a flood's connections from coming back all at once. Agents' tokens
+// verify, and are never held back.
+const DefaultUnauthenticatedDelay = time.Second
+
+// unauthenticatedLogs bounds the log lines of 401s per second (a flood of forged tokens would
+// otherwise write one each); scoreflow_agent_gateway_refused_total counts them all.
+const unauthenticatedLogs = 10
 
 // DefaultMaxScoreValidity is how long at most an agent's scores stay valid after the gateway
 // forwarded them: two rounds of an agent scoring every five minutes.
@@ -88,19 +105,21 @@ const DefaultMaxScoreValidity = 10 * time.Minute
 
 // Gateway checks agents' events and forwards them.
 type Gateway struct {
-	table    *Table
-	validity time.Duration
-	now      func() time.Time
-	source   string
-	review   *reviewer
-	addons   addonlisters.ManagedClusterAddOnLister
-	synced   func() bool
-	start    func(stop <-chan struct{})
-	sink     Sender
-	log      *slog.Logger
-	refused  *prometheus.CounterVec
-	received *prometheus.CounterVec
-	reviews  prometheus.Counter
+	table      *Table
+	validity   time.Duration
+	now        func() time.Time
+	delay      time.Duration // of a 401
+	unauthLogs *rate.Limiter
+	source     string
+	review     *reviewer
+	addons     addonlisters.ManagedClusterAddOnLister
+	synced     func() bool
+	start      func(stop <-chan struct{})
+	sink       Sender
+	log        *slog.Logger
+	refused    *prometheus.CounterVec
+	received   *prometheus.CounterVec
+	reviews    prometheus.Counter
 }
 
 // New makes a gateway with hub's identity: verifying tokens against the hub's published keys and
@@ -121,6 +140,9 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.UnauthenticatedDelay == 0 {
+		opts.UnauthenticatedDelay = DefaultUnauthenticatedDelay
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -144,6 +166,7 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 10*time.Minute, addoninformers.WithTransform(slimAddOn))
 	inf := factory.Addon().V1alpha1().ManagedClusterAddOns()
 	g := &Gateway{table: opts.Table, source: opts.Source, validity: opts.MaxScoreValidity, now: opts.Now,
+		delay: max(opts.UnauthenticatedDelay, 0), unauthLogs: rate.NewLimiter(unauthenticatedLogs, unauthenticatedLogs),
 		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_agent_gateway_refused_total",
@@ -214,6 +237,11 @@ func (g *Gateway) Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ref := g.admit(r)
 		if ref != nil {
+			if ref.Status == http.StatusUnauthorized && g.delay > 0 {
+				// Also when the client has gone: its connection is served, and counts against
+				// the server's bound, until the wait is over.
+				time.Sleep(g.delay/2 + rand.N(g.delay))
+			}
 			g.refuse(w, r, id, ref)
 			return
 		}
@@ -252,7 +280,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id Identity, re
 	if ref.Err != nil {
 		attrs = append(attrs, "err", ref.Err.Error())
 	}
-	g.log.Warn("agent request refused", attrs...)
+	if ref.Status != http.StatusUnauthorized || g.unauthLogs.Allow() {
+		g.log.Warn("agent request refused", attrs...)
+	}
 	ref.SetHeaders(w.Header())
 	f, _ := contract.FitRefusal(g.failure(contract.EventRef{}, ref))
 	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&f), ref.Status, w); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func startGateway(t *testing.T) *gatewayHub {
+func startGateway(t *testing.T, opts Options) *gatewayHub {
 	t.Helper()
 	ctx := t.Context()
 	hub, err := localhub.Start()
@@ -98,7 +99,13 @@ func startGateway(t *testing.T) *gatewayHub {
 	}
 	fn := function.New("agent-gateway", "test")
 	cfg, reviews := countReviews(hub.Config)
-	g, err := New(cfg, sender, Options{Table: table, Source: fn.Source()}, fn.Log, fn.Registry)
+	// 401s answered at once, so that tests of refusals take no longer than they must; one test
+	// sets the delay.
+	if opts.UnauthenticatedDelay == 0 {
+		opts.UnauthenticatedDelay = -1
+	}
+	opts.Table, opts.Source = table, fn.Source()
+	g, err := New(cfg, sender, opts, fn.Log, fn.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +180,7 @@ func scores(resource string, clusters ...string) event.Event {
 // is not enabled, and a body over the gateway's bound. A broker that does not take the event
 // makes the answer 503.
 func TestGatewayAdmitsAnAgentForItsOwnClusterOnly(t *testing.T) {
-	h := startGateway(t)
+	h := startGateway(t, Options{})
 	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
 
 	e := scores("latency", "cluster1")
@@ -260,7 +267,7 @@ func TestGatewayAdmitsAnAgentForItsOwnClusterOnly(t *testing.T) {
 // already-minted token at once; deleting the agent's ServiceAccount alone (what the garbage
 // collector does after) refuses it within the TokenReview cache's lifetime. Both measured.
 func TestGatewayCutsOffARevokedAgent(t *testing.T) {
-	h := startGateway(t)
+	h := startGateway(t, Options{})
 	ctx := t.Context()
 	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
 	agent2 := h.token(t, "cluster2", addon, hubtoken.Audience, time.Hour)
@@ -306,7 +313,7 @@ func TestGatewayCutsOffARevokedAgent(t *testing.T) {
 // each with a fresh jti and a signature no key made, is refused 401 by the gateway itself, with no
 // TokenReview; the agent's own token is reviewed once and then reused.
 func TestForgedTokensCostTheHubNothing(t *testing.T) {
-	h := startGateway(t)
+	h := startGateway(t, Options{})
 	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
 	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted {
 		t.Fatalf("the agent: %d %s", st, body)
@@ -337,7 +344,7 @@ func TestForgedTokensCostTheHubNothing(t *testing.T) {
 // An agent that mints new tokens as fast as it can gets only its own budget of TokenReviews
 // (429 beyond it, which it may retry), and another agent's first event is admitted meanwhile.
 func TestAnAgentsTokenReviewsAreBudgeted(t *testing.T) {
-	h := startGateway(t)
+	h := startGateway(t, Options{})
 	const n = 20
 	tokens := make([]string, n)
 	for i := range tokens {
@@ -385,7 +392,7 @@ func TestAnAgentsTokenReviewsAreBudgeted(t *testing.T) {
 // One agent that opens two requests and never finishes their bodies holds only its own share of
 // the gateway's admission budget: another agent's events are admitted at once, not answered 503.
 func TestAStallingAgentDoesNotHoldUpOthers(t *testing.T) {
-	h := startGateway(t)
+	h := startGateway(t, Options{})
 	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
 	agent2 := h.token(t, "cluster2", addon, hubtoken.Audience, time.Hour)
 	for i := range 2 {
@@ -406,6 +413,60 @@ func TestAStallingAgentDoesNotHoldUpOthers(t *testing.T) {
 	}
 	if n := len(h.broker.Take()); n != 3 {
 		t.Errorf("%d events forwarded, want cluster2's 3", n)
+	}
+}
+
+// A flood of forged tokens is answered one per second per connection: 50 connections sending
+// as fast as they are answered get about 50 answers a second, all 401, while an agent's events are
+// admitted at once.
+func TestForgedTokensAreAnsweredSlowly(t *testing.T) {
+	h := startGateway(t, Options{UnauthenticatedDelay: time.Second})
+	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
+	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted {
+		t.Fatalf("the agent: %d %s", st, body)
+	}
+	const conns, lasting = 50, 3 * time.Second
+	var answered, unauthorized atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			for time.Since(start) < lasting {
+				forged, err := authtest.CopyClaims(agent1, uuid.NewString())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req := functest.Request(t, h.url, scores("latency", "cluster1"))
+				req.Header.Set("Authorization", "Bearer "+forged)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				answered.Add(1)
+				if resp.StatusCode == http.StatusUnauthorized {
+					unauthorized.Add(1)
+				}
+			}
+		}()
+	}
+	for range 10 {
+		sent := time.Now()
+		if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted || time.Since(sent) > 500*time.Millisecond {
+			t.Errorf("the agent during the flood: %d after %s %s, want 202 at once", st, time.Since(sent).Round(time.Millisecond), body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	took := time.Since(start)
+	t.Logf("%d connections sending forged tokens for %s: %d answers", conns, took.Round(time.Millisecond), answered.Load())
+	if max := int64(conns * (took/time.Second + 1)); answered.Load() > max || unauthorized.Load() != answered.Load() {
+		t.Errorf("%d answers (%d of them 401) in %s; want only 401s, at most one a second per connection (%d)", answered.Load(), unauthorized.Load(), took.Round(time.Millisecond), max)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ const (
 	// reviewWait at most for its turn, then gets 503.
 	concurrentReviews = 8
 	reviewWait        = 5 * time.Second
+	// verifyWait is how long a token not seen before waits for its turn to be verified (see
+	// reviewer.verifying), then gets 503.
+	verifyWait = 5 * time.Second
 	// An agent's own budget of TokenReviews: one at a time, SubjectReviewBurst at once and then
 	// SubjectReviewRate per second. An agent needs one per token per ReviewCacheTTL while it
 	// sends (two around a renewal); minting tokens faster buys it nothing but its own 429s.
@@ -73,14 +77,28 @@ type reviewer struct {
 	audience string
 	now      func() time.Time
 
-	admitted *cache.LRUExpireCache // sha256(token) -> Identity the API server authenticated
+	// admitted are tokens verified and reviewed, until they expire; one reviewed longer than
+	// ReviewCacheTTL ago is reviewed again, without being verified again.
+	admitted *cache.LRUExpireCache // sha256(token) -> *admission
 	refused  *cache.LRUExpireCache // sha256(token) -> *auth.Refusal the API server gave
-	inFlight *semaphore.Weighted   // TokenReviews of all agents
-	once     singleflight.Group    // one review per token at a time
+	// verifying bounds the tokens not seen before that are verified at once, half the
+	// processors: a signature check is the costliest thing anyone may make the gateway do, so
+	// however many such tokens arrive, the rest wait parked and a processor stays free for
+	// agents whose token was admitted within ReviewCacheTTL, which skip the line.
+	verifying *semaphore.Weighted
+	inFlight  *semaphore.Weighted // TokenReviews of all agents
+	once      singleflight.Group  // one review per token at a time
 
 	mu      sync.Mutex
 	budgets *lru.Cache // subject -> *budget
 	reviews func()     // counts a TokenReview sent (metrics)
+}
+
+// admission is a token the gateway verified and the API server authenticated.
+type admission struct {
+	id       Identity
+	token    *auth.Token
+	reviewed time.Time
 }
 
 // budget is one agent's share of TokenReviews.
@@ -92,7 +110,8 @@ type budget struct {
 func newReviewer(kube kubernetes.Interface, verifier *auth.Verifier, audience string, reviews func()) *reviewer {
 	return &reviewer{kube: kube, verifier: verifier, audience: audience, now: time.Now, reviews: reviews,
 		admitted: cache.NewLRUExpireCache(reviewCacheSize), refused: cache.NewLRUExpireCache(reviewCacheSize),
-		inFlight: semaphore.NewWeighted(concurrentReviews), budgets: lru.New(subjectBudgets)}
+		verifying: semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)/2))),
+		inFlight:  semaphore.NewWeighted(concurrentReviews), budgets: lru.New(subjectBudgets)}
 }
 
 // identityOf maps system:serviceaccount:<cluster>:<addon> to an Identity.
@@ -114,12 +133,25 @@ func identityOf(sub string) (Identity, bool) {
 func (r *reviewer) check(ctx context.Context, token string, allowed func(addon string) bool) (Identity, *auth.Refusal) {
 	key := sha256.Sum256([]byte(token))
 	if v, ok := r.admitted.Get(key); ok {
-		return v.(Identity), nil
+		a := v.(*admission)
+		if r.now().Sub(a.reviewed) < ReviewCacheTTL {
+			return a.id, nil
+		}
+		// Verified already: only the review is due again, and it does not wait behind tokens
+		// not seen before.
+		return a.id, r.reviewOnce(ctx, key, token, a.token)
 	}
 	if v, ok := r.refused.Get(key); ok {
 		return Identity{}, v.(*auth.Refusal)
 	}
+	wait, cancel := context.WithTimeout(ctx, verifyWait)
+	err := r.verifying.Acquire(wait, 1)
+	cancel()
+	if err != nil {
+		return Identity{}, &auth.Refusal{Status: http.StatusServiceUnavailable, Reason: contract.ReasonUnavailable, Message: "busy verifying tokens; retry", Err: err}
+	}
 	tok, err := r.verifier.Verify(ctx, token)
+	r.verifying.Release(1)
 	if err != nil {
 		return Identity{}, auth.Refuse(err)
 	}
@@ -127,19 +159,21 @@ func (r *reviewer) check(ctx context.Context, token string, allowed func(addon s
 	if !ok || !allowed(id.Addon) {
 		return Identity{}, auth.NotAllowed(tok.Subject, "is no agent of this gateway")
 	}
-	// Requests with the same token share one review; it is not cut short by the one that asked
-	// first going away, only by reviewWait.
+	return id, r.reviewOnce(ctx, key, token, tok)
+}
+
+// reviewOnce is review, shared by the requests with the same token: it is not cut short by the
+// one that asked first going away, only by reviewWait.
+func (r *reviewer) reviewOnce(ctx context.Context, key [sha256.Size]byte, token string, tok *auth.Token) *auth.Refusal {
 	v, _, _ := r.once.Do(string(key[:]), func() (any, error) { return r.review(context.WithoutCancel(ctx), key, token, tok), nil })
-	if ref, _ := v.(*auth.Refusal); ref != nil {
-		return id, ref
-	}
-	return id, nil
+	ref, _ := v.(*auth.Refusal)
+	return ref
 }
 
 // review asks the API server about a token the hub signed, within its subject's budget, and
 // remembers the verdict. A nil *auth.Refusal admits it.
 func (r *reviewer) review(ctx context.Context, key [sha256.Size]byte, token string, tok *auth.Token) *auth.Refusal {
-	if _, ok := r.admitted.Get(key); ok { // reviewed while this request was verifying
+	if v, ok := r.admitted.Get(key); ok && r.now().Sub(v.(*admission).reviewed) < ReviewCacheTTL { // reviewed meanwhile
 		return nil
 	}
 	b := r.budgetOf(tok.Subject)
@@ -164,16 +198,17 @@ func (r *reviewer) review(ctx context.Context, key [sha256.Size]byte, token stri
 	if err != nil {
 		return &auth.Refusal{Status: http.StatusServiceUnavailable, Reason: contract.ReasonUnavailable, Message: "cannot verify the token now; retry", Err: err}
 	}
-	ttl := min(ReviewCacheTTL, tok.Expiry.Sub(r.now()))
+	now := r.now()
 	st := review.Status
 	if !st.Authenticated || st.User.Username != tok.Subject || !slices.Contains(st.Audiences, r.audience) {
 		ref := &auth.Refusal{Status: http.StatusUnauthorized, Reason: auth.ReasonUnauthenticated, Message: "token not valid",
 			Err: fmt.Errorf("TokenReview: authenticated %v as %q for %v: %s", st.Authenticated, st.User.Username, st.Audiences, st.Error)}
-		r.refused.Add(key, ref, ttl)
+		r.admitted.Remove(key)
+		r.refused.Add(key, ref, min(ReviewCacheTTL, tok.Expiry.Sub(now)))
 		return ref
 	}
 	id, _ := identityOf(tok.Subject)
-	r.admitted.Add(key, id, ttl)
+	r.admitted.Add(key, &admission{id: id, token: tok, reviewed: now}, tok.Expiry.Sub(now))
 	return nil
 }
 

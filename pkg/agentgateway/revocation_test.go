@@ -73,7 +73,7 @@ func TestARevokedAgentsScoresLapse(t *testing.T) {
 	}
 
 	fn := function.New("agent-gateway", "test")
-	g, err := New(hub.Config, sink, Options{Table: table, Source: fn.Source(), MaxScoreValidity: bound}, fn.Log, fn.Registry)
+	g, err := New(hub.Config, sink, Options{Table: table, Source: fn.Source(), MaxScoreValidity: bound, UnauthenticatedDelay: -1}, fn.Log, fn.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
