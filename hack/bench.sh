@@ -23,6 +23,7 @@ run $go test -run '^$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout "$ti
 run $go test -run '^$' -bench 'Fleet$/clusters=10000$' -benchtime 1x -timeout "$timeout" ./test/writer
 run $go test -run '^$' -bench 'FleetMemory/clusters=1000$' -benchtime 1x -timeout "$timeout" ./test/writer
 run $go test -run '^$' -bench 'DSFAgentFleet/agents=10000$' -benchtime 1x -timeout "$timeout" ./test/agents
+run $go test -run '^$' -bench 'GatewayUnderAttack' -benchtime 1x -timeout "$timeout" ./test/agents
 
 echo "bench: ended $(date -u '+%F %H:%M UTC'); load average $(sort -n "$loads" |
   awk '{v[NR] = $1} END {if (NR) print v[1] "-" v[NR] ", median " v[int((NR + 1) / 2)]; else print "not sampled"}')"

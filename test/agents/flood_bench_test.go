@@ -1,0 +1,376 @@
+package agents
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+
+	"github.com/scoreflow/scoreflow/harness/authtest"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
+	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/pkg/contract"
+)
+
+const (
+	// floodConnections is how many connections the forged tokens come from, each sending its
+	// next request as soon as the last is answered.
+	floodConnections = 1200
+	// agentEvents is how many events the real agent sends in each phase, agentPause apart: a
+	// phase lasts longer than the gateway's reuse of a TokenReview (10 s), so it includes the
+	// agent's review again, and spans the flood's ebb and flow.
+	agentEvents = 500
+	agentPause  = 20 * time.Millisecond
+	// maxSlowdown is how much slower the real agent may be, at p50 and p99, beside a flood or a
+	// stalling agent than alone.
+	maxSlowdown = 3.0
+)
+
+// BenchmarkGatewayUnderAttack: a real agent's events through the real agent gateway (its hub
+// token verified, its addon enabled, forwarded to the real Knative broker, which answers 202), 500
+// one after another 20 ms apart, each timed from send to answer, in three phases of one run:
+//   - alone: nothing else reaches the gateway;
+//   - flood: meanwhile 1,200 connections send events with forged tokens, each the real agent's
+//     claims with a fresh jti under a signature no key made, each connection its next as soon as
+//     the last is answered;
+//   - stall: meanwhile another enabled agent holds two requests whose chunked bodies never finish.
+//
+// Reported: p50-ms and p99-ms of each phase and their ratios to alone's (x-alone); the agent's
+// first event with a token it has just renewed, alone and in the flood (renewed-ms); the flood's
+// answers per second, the CPU the gateway and the flooding client used (cores), the TokenReviews
+// meanwhile; the gateway's memory in the flood and at its peak. The benchmark fails when a ratio
+// reaches 3 or any of the real agent's events is not admitted. Run it as
+//
+//	go test ./test/agents -run '^$' -bench 'GatewayUnderAttack' -benchtime 1x -timeout 30m
+func BenchmarkGatewayUnderAttack(b *testing.B) {
+	for range b.N {
+		benchAttack(b)
+	}
+}
+
+func benchAttack(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	bins := buildBinaries(b, "agent-gateway")
+	hub, err := localhub.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = hub.Stop() })
+	if err := hub.InstallAddonCRDs(); err != nil {
+		b.Fatal(err)
+	}
+	kn, err := knlocal.Start(ctx, hub, knlocal.Options{StateDir: b.TempDir(), LockWait: 30 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(kn.Stop)
+	objs, err := knlocal.Decode(strings.NewReader(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: scoreflow}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: scoreflow, namespace: scoreflow}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := kn.Applier.Apply(ctx, objs...); err != nil {
+		b.Fatal(err)
+	}
+	if err := kn.WaitReady(ctx, "scoreflow", 90*time.Second, knlocal.BrokerKind); err != nil {
+		b.Fatal(err)
+	}
+
+	// Two agents with their addon enabled: the one timed, and the one that stalls.
+	addons := addonclient.NewForConfigOrDie(hub.Config)
+	tokens := map[string]string{}
+	secs := int64(time.Hour / time.Second)
+	mint := func(c string) string {
+		tr, err := hub.Kube.CoreV1().ServiceAccounts(c).CreateToken(ctx, addon, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	for _, c := range []string{"agent-cluster", "stalling-cluster"} {
+		if _, err := hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := addons.AddonV1alpha1().ManagedClusterAddOns(c).Create(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon, Namespace: c}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := hub.Kube.CoreV1().ServiceAccounts(c).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: addon}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		tokens[c] = mint(c)
+	}
+	table := filepath.Join(b.TempDir(), "agents.yaml")
+	if err := os.WriteFile(table, []byte("agents:\n  - addon: "+addon+"\n    types: [io.scoreflow.score.updated]\n    resources: ["+resource+"]\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	// As deployed: deploy/agent-gateway.yaml's log level and memory limit.
+	deployed, err := manifests.ServiceEnv(filepath.Join("..", "..", "deploy", "agent-gateway.yaml"), "scoreflow", "agent-gateway", "LOG_LEVEL", "GOMEMLIMIT")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gateway := start1(b, bins["agent-gateway"], freePort(b), kn.Env(append([]string{"KUBECONFIG=" + hub.KubeconfigPath(), "AGENTS_FILE=" + table,
+		"K_SINK=" + kn.IngressURL + "/scoreflow/scoreflow"}, deployed...)...))
+
+	agent := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	timed := func(phase string, events int) []time.Duration {
+		lat := make([]time.Duration, 0, events)
+		refused := map[int]int{}
+		for i := range events {
+			if i > 0 {
+				time.Sleep(agentPause)
+			}
+			start := time.Now()
+			status, err := send(ctx, agent, gateway.url, tokens["agent-cluster"], "agent-cluster", i, start)
+			lat = append(lat, time.Since(start))
+			if err != nil {
+				b.Fatalf("%s: the agent's event %d: %v", phase, i, err)
+			}
+			if status != http.StatusAccepted {
+				refused[status]++
+			}
+		}
+		if len(refused) > 0 {
+			b.Errorf("%s: the real agent's events refused, by status: %v", phase, refused)
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	// renewed is the agent's first event with a token it has just renewed: verified and reviewed
+	// before it is admitted.
+	renewed := func(phase string) {
+		token := mint("agent-cluster")
+		start := time.Now()
+		status, err := send(ctx, agent, gateway.url, token, "agent-cluster", 0, start)
+		took := time.Since(start)
+		if err != nil || status != http.StatusAccepted {
+			b.Errorf("%s: the agent's first event with a renewed token: %d %v", phase, status, err)
+		}
+		b.ReportMetric(float64(took.Microseconds())/1000, phase+"-renewed-ms")
+		progress(b, "%s: the agent's first event with a renewed token took %.1f ms", phase, float64(took.Microseconds())/1000)
+	}
+	pct := func(lat []time.Duration, p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
+	}
+	report := func(phase string, lat []time.Duration, alone []time.Duration) {
+		b.ReportMetric(pct(lat, 0.5), phase+"-p50-ms")
+		b.ReportMetric(pct(lat, 0.99), phase+"-p99-ms")
+		if alone == nil {
+			progress(b, "%s: the agent's events took %.1f ms at p50, %.1f ms at p99", phase, pct(lat, 0.5), pct(lat, 0.99))
+			return
+		}
+		r50, r99 := pct(lat, 0.5)/pct(alone, 0.5), pct(lat, 0.99)/pct(alone, 0.99)
+		b.ReportMetric(r50, phase+"-p50-x-alone")
+		b.ReportMetric(r99, phase+"-p99-x-alone")
+		progress(b, "%s: the agent's events took %.1f ms at p50 (%.2fx alone), %.1f ms at p99 (%.2fx alone)", phase, pct(lat, 0.5), r50, pct(lat, 0.99), r99)
+		if r50 >= maxSlowdown || r99 >= maxSlowdown {
+			b.Errorf("%s: the agent was %.2fx (p50) and %.2fx (p99) slower than alone, at most %.0fx allowed", phase, r50, r99, maxSlowdown)
+		}
+	}
+
+	// Warm: the agent's token reviewed, connections open.
+	timed("warm-up", 20)
+	alone := timed("alone", agentEvents)
+	report("alone", alone, nil)
+	renewed("alone")
+	rssAlone := gateway.vm(b, "VmRSS")
+
+	flood := startFlood(b, ctx, gateway.url, tokens["agent-cluster"])
+	reviews := gateway.metric(b, "scoreflow_agent_gateway_token_reviews_total")
+	gatewayCPU, ownCPU := gateway.cpu(b), selfCPU()
+	under := timed("flood", agentEvents)
+	renewed("flood")
+	rssFlood := gateway.vm(b, "VmRSS")
+	gatewayCPU, ownCPU = gateway.cpu(b)-gatewayCPU, selfCPU()-ownCPU
+	answered, statuses, took := flood.stop()
+	report("flood", under, alone)
+	b.ReportMetric(float64(answered)/took.Seconds(), "flood-answers/s")
+	b.ReportMetric(gatewayCPU.Seconds()/took.Seconds(), "flood-gateway-cores")
+	b.ReportMetric(ownCPU.Seconds()/took.Seconds(), "flood-client-cores")
+	progress(b, "flood: the gateway used %.2f cores, the flooding client (and the agent) %.2f", gatewayCPU.Seconds()/took.Seconds(), ownCPU.Seconds()/took.Seconds())
+	b.ReportMetric(gateway.metric(b, "scoreflow_agent_gateway_token_reviews_total")-reviews, "flood-token-reviews")
+	progress(b, "flood: %d connections, %d answers in %s (%.0f/s), by status %v; TokenReviews meanwhile: %.0f (the agent's own, one per 10 s)",
+		floodConnections, answered, took.Round(time.Millisecond), float64(answered)/took.Seconds(), statuses,
+		gateway.metric(b, "scoreflow_agent_gateway_token_reviews_total")-reviews)
+	if statuses[http.StatusAccepted] > 0 {
+		b.Errorf("forged tokens admitted: %d", statuses[http.StatusAccepted])
+	}
+
+	stall := startStall(b, gateway.url, tokens["stalling-cluster"])
+	beside := timed("stall", agentEvents)
+	stall()
+	report("stall", beside, alone)
+	b.ReportMetric(float64(gateway.vm(b, "VmHWM"))/(1<<20), "gateway-peak-MiB")
+	b.ReportMetric(float64(rssFlood-rssAlone)/(1<<20), "gateway-flood-MiB")
+	progress(b, "gateway RSS %d MiB alone, %d MiB in the flood; peak %d MiB", rssAlone>>20, rssFlood>>20, gateway.vm(b, "VmHWM")>>20)
+}
+
+// cpu is the process's CPU time (user and system) so far.
+func (p *process) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.p.Pid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses: utime and stime are the 12th
+	// and 13th, in clock ticks (USER_HZ, 100 on Linux).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// selfCPU is this process's CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// flood is forged requests from many connections.
+type flood struct {
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	start    time.Time
+	answered atomic.Int64
+	mu       sync.Mutex
+	statuses map[int]int
+}
+
+// startFlood opens floodConnections connections to url, each posting an event with a forged token
+// (token's claims, a fresh jti, no key's signature) as soon as the last one was answered, and
+// returns once they all have had an answer.
+func startFlood(b *testing.B, ctx context.Context, url, token string) *flood {
+	b.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	f := &flood{cancel: cancel, statuses: map[int]int{}}
+	host := strings.TrimPrefix(url, "http://")
+	body := fmt.Sprintf(`{"resource":%q,"items":[{"cluster":"agent-cluster","scores":[{"name":"x","value":1}]}]}`, resource)
+	var ready sync.WaitGroup
+	ready.Add(floodConnections)
+	for i := range floodConnections {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			first := true
+			defer func() {
+				if first {
+					ready.Done()
+				}
+			}()
+			var c net.Conn
+			var br *bufio.Reader
+			for ctx.Err() == nil {
+				if c == nil {
+					var err error
+					if c, err = net.Dial("tcp", host); err != nil {
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					br = bufio.NewReader(c)
+					context.AfterFunc(ctx, func() { _ = c.Close() })
+				}
+				forged, err := authtest.CopyClaims(token, uuid.NewString())
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nCe-Specversion: 1.0\r\nCe-Id: flood-%d\r\nCe-Source: agent\r\n"+
+					"Ce-Type: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", forged, i, contract.TypeScoreUpdated, len(body), body)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					_ = c.Close()
+					c = nil
+					continue
+				}
+				_ = resp.Body.Close()
+				f.answered.Add(1)
+				f.mu.Lock()
+				f.statuses[resp.StatusCode]++
+				f.mu.Unlock()
+				if resp.Close {
+					_ = c.Close()
+					c = nil
+				}
+				if first {
+					first = false
+					ready.Done()
+				}
+			}
+		}()
+	}
+	ready.Wait()
+	f.start = time.Now()
+	f.answered.Store(0)
+	f.mu.Lock()
+	clear(f.statuses)
+	f.mu.Unlock()
+	progress(b, "flood: %d connections answered once each; timing", floodConnections)
+	return f
+}
+
+// stop ends the flood and returns what it was answered since every connection was.
+func (f *flood) stop() (int64, map[int]int, time.Duration) {
+	took := time.Since(f.start)
+	n := f.answered.Load()
+	f.mu.Lock()
+	statuses := maps.Clone(f.statuses)
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+	return n, statuses, took
+}
+
+// startStall has the agent of token open two requests whose chunked bodies never finish, and
+// returns what closes them.
+func startStall(b *testing.B, url, token string) func() {
+	b.Helper()
+	var conns []net.Conn
+	for i := range 2 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nCe-Specversion: 1.0\r\nCe-Id: stall-%d\r\nCe-Source: agent\r\n"+
+			"Ce-Type: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", token, i, contract.TypeScoreUpdated)
+	}
+	time.Sleep(500 * time.Millisecond) // both admitted, their bodies awaited
+	return func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+}
