@@ -470,6 +470,61 @@ func TestForgedTokensAreAnsweredSlowly(t *testing.T) {
 	}
 }
 
+// Tokens the gateway has not seen before are verified at most VerifyRate a second, however many
+// arrive at once: with 401s answered without delay, 50 connections sending forged tokens as fast
+// as they are answered get about VerifyRate answers a second, and an agent whose token was
+// admitted is served at once meanwhile.
+func TestNewTokensAreVerifiedAtABoundedRate(t *testing.T) {
+	h := startGateway(t, Options{})
+	agent1 := h.token(t, "cluster1", addon, hubtoken.Audience, time.Hour)
+	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted {
+		t.Fatalf("the agent: %d %s", st, body)
+	}
+	const conns, lasting = 50, 2 * time.Second
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			for time.Since(start) < lasting {
+				forged, err := authtest.CopyClaims(agent1, uuid.NewString())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req := functest.Request(t, h.url, scores("latency", "cluster1"))
+				req.Header.Set("Authorization", "Bearer "+forged)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("a forged token: %d, want 401", resp.StatusCode)
+					return
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+	time.Sleep(lasting / 2)
+	sent := time.Now()
+	if st, body := h.post(t, agent1, scores("latency", "cluster1")); st != http.StatusAccepted || time.Since(sent) > 500*time.Millisecond {
+		t.Errorf("the agent during the flood: %d after %s %s, want 202 at once", st, time.Since(sent).Round(time.Millisecond), body)
+	}
+	wg.Wait()
+	took := time.Since(start)
+	bound := VerifyBurst + int64(VerifyRate*took.Seconds()) + conns
+	t.Logf("%d connections sending forged tokens for %s: %d answers (bound %d)", conns, took.Round(time.Millisecond), answered.Load(), bound)
+	if answered.Load() > bound {
+		t.Errorf("%d forged tokens verified in %s, more than VerifyRate allows (%d)", answered.Load(), took.Round(time.Millisecond), bound)
+	}
+}
+
 func waitRefused(t *testing.T, h *gatewayHub, token, cluster string, within time.Duration) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(within)

@@ -43,9 +43,16 @@ const (
 	// reviewWait at most for its turn, then gets 503.
 	concurrentReviews = 8
 	reviewWait        = 5 * time.Second
-	// verifyWait is how long a token not seen before waits for its turn to be verified (see
-	// reviewer.verifying), then gets 503.
-	verifyWait = 5 * time.Second
+	// Tokens not seen before are verified at most VerifyRate a second (VerifyBurst at once),
+	// in the order they come, half the processors at a time; one waits at most verifyWait for
+	// its turn, then gets 503. A signature check is the costliest thing anyone may make the
+	// gateway do: however many such tokens arrive, they cost a bounded share of the processors,
+	// and agents whose token was admitted skip the line. The rate is twice what the hub client
+	// reviews (--kube-api-qps 200), so it does not slow a fleet's renewals; beside a flood, a
+	// new token waits at most its share of the connections the gateway serves (2,048 / 400 s).
+	VerifyRate  = 400
+	VerifyBurst = 100
+	verifyWait  = 10 * time.Second
 	// An agent's own budget of TokenReviews: one at a time, SubjectReviewBurst at once and then
 	// SubjectReviewRate per second. An agent needs one per token per ReviewCacheTTL while it
 	// sends (two around a renewal); minting tokens faster buys it nothing but its own 429s.
@@ -81,13 +88,11 @@ type reviewer struct {
 	// ReviewCacheTTL ago is reviewed again, without being verified again.
 	admitted *cache.LRUExpireCache // sha256(token) -> *admission
 	refused  *cache.LRUExpireCache // sha256(token) -> *auth.Refusal the API server gave
-	// verifying bounds the tokens not seen before that are verified at once, half the
-	// processors: a signature check is the costliest thing anyone may make the gateway do, so
-	// however many such tokens arrive, the rest wait parked and a processor stays free for
-	// agents whose token was admitted within ReviewCacheTTL, which skip the line.
-	verifying *semaphore.Weighted
-	inFlight  *semaphore.Weighted // TokenReviews of all agents
-	once      singleflight.Group  // one review per token at a time
+	// verifyRate and verifying bound the verification of tokens not seen before (VerifyRate).
+	verifyRate *rate.Limiter
+	verifying  *semaphore.Weighted
+	inFlight   *semaphore.Weighted // TokenReviews of all agents
+	once       singleflight.Group  // one review per token at a time
 
 	mu      sync.Mutex
 	budgets *lru.Cache // subject -> *budget
@@ -110,8 +115,9 @@ type budget struct {
 func newReviewer(kube kubernetes.Interface, verifier *auth.Verifier, audience string, reviews func()) *reviewer {
 	return &reviewer{kube: kube, verifier: verifier, audience: audience, now: time.Now, reviews: reviews,
 		admitted: cache.NewLRUExpireCache(reviewCacheSize), refused: cache.NewLRUExpireCache(reviewCacheSize),
-		verifying: semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)/2))),
-		inFlight:  semaphore.NewWeighted(concurrentReviews), budgets: lru.New(subjectBudgets)}
+		verifyRate: rate.NewLimiter(VerifyRate, VerifyBurst),
+		verifying:  semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)/2))),
+		inFlight:   semaphore.NewWeighted(concurrentReviews), budgets: lru.New(subjectBudgets)}
 }
 
 // identityOf maps system:serviceaccount:<cluster>:<addon> to an Identity.
@@ -145,7 +151,10 @@ func (r *reviewer) check(ctx context.Context, token string, allowed func(addon s
 		return Identity{}, v.(*auth.Refusal)
 	}
 	wait, cancel := context.WithTimeout(ctx, verifyWait)
-	err := r.verifying.Acquire(wait, 1)
+	err := r.verifyRate.Wait(wait)
+	if err == nil {
+		err = r.verifying.Acquire(wait, 1)
+	}
 	cancel()
 	if err != nil {
 		return Identity{}, &auth.Refusal{Status: http.StatusServiceUnavailable, Reason: contract.ReasonUnavailable, Message: "busy verifying tokens; retry", Err: err}
