@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // The heuristics turn masters into plans, so that the tree has an incumbent to prune with early:
@@ -30,8 +31,8 @@ func (s *search) offer(ctx context.Context, v float64, pol, cl []int) {
 		}
 	}
 	s.best = v
-	s.bestPol = append([]int(nil), pol...)
-	s.bestCl = append([]int(nil), cl...)
+	s.bestPol = slices.Clone(pol)
+	s.bestCl = append(make([]int, 0, len(cl)), cl...) // never nil: no workloads is the empty plan
 }
 
 // whole offers the plan of a master solution whose every cluster has one policy and whole group

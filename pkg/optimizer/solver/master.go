@@ -376,7 +376,7 @@ func (ms *master) read(n *bpNode, res *lpResult) {
 // artificials (at zero): a feasible start whose value is the plan's, so that column generation at
 // the root begins where the heuristics left off. Without a plan it returns nil.
 func (ms *master) seed(pol, cl []int) []int {
-	if cl == nil {
+	if pol == nil {
 		return nil
 	}
 	ng, rows := ms.gr.n, ms.gr.n+ms.m.nc

@@ -315,6 +315,32 @@ func TestSolveErrors(t *testing.T) {
 	}
 }
 
+// TestSolveNoWorkloads: with nothing to place, the empty plan is feasible and optimal (objective
+// and bound 0, every cluster on one of its policies), in both senses and with or without clusters.
+func TestSolveNoWorkloads(t *testing.T) {
+	two := []Cluster{
+		{Name: "a", Policies: []Policy{{Name: "a-gpu", Kind: "gpu", Supply: 2, Device: "g"}}},
+		{Name: "b", Policies: []Policy{{Name: "b-gpu", Kind: "gpu", Supply: 2, Device: "g"}, {Name: "b-cpu", Kind: "cpu", Supply: 4, Device: "c"}}},
+	}
+	for _, clusters := range [][]Cluster{two, nil} {
+		for _, minimize := range []bool{false, true} {
+			pr := Problem{Clusters: clusters, Minimize: minimize, Score: func(int, int, int) (float64, bool) { return 1, true }}
+			s, err := Solve(context.Background(), pr, Options{})
+			if err != nil {
+				t.Fatalf("%d clusters, minimize %v: %v", len(clusters), minimize, err)
+			}
+			if !s.Optimal || s.Objective != 0 || s.Bound != 0 || len(s.Cluster) != 0 || len(s.Policy) != len(clusters) {
+				t.Fatalf("%d clusters, minimize %v: %+v, want the empty plan, optimal", len(clusters), minimize, s)
+			}
+			for c, p := range s.Policy {
+				if p < 0 || p >= len(clusters[c].Policies) {
+					t.Fatalf("cluster %d: policy %d of %d", c, p, len(clusters[c].Policies))
+				}
+			}
+		}
+	}
+}
+
 // TestZeroDemandRunsUnderItsKind: a workload demanding 0 of its kind takes no supply, but it runs
 // only on a cluster whose chosen policy supplies that kind. The idle cpu workload scores 20 on a,
 // which has only a gpu policy, and 10 on b: it must go to b, under b's cpu policy, and the gpu

@@ -33,7 +33,7 @@ type node struct {
 
 // Solve returns a proven optimal plan, or the best plan found when a budget ran out, or an error
 // wrapping ErrNoOption, ErrInfeasible or ErrInvalid, or ctx's error, or an error when a budget ran
-// out before any plan was found.
+// out before any plan was found. With no workloads the empty plan is the optimum (objective 0).
 func Solve(ctx context.Context, pr Problem, opts Options) (*Solution, error) {
 	m, err := build(pr)
 	if err != nil {
@@ -63,7 +63,7 @@ func solveModel(ctx context.Context, m *model, opts Options) (*Solution, *search
 	for _, n := range open {
 		bound = math.Max(bound, n.bound)
 	}
-	if s.bestCl == nil {
+	if math.IsInf(s.best, -1) {
 		if len(open) > 0 {
 			return nil, s, fmt.Errorf("%w after %d nodes without finding a plan", ErrStopped, s.nodes)
 		}
