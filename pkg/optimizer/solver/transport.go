@@ -96,7 +96,7 @@ func (m *model) assign(ctx context.Context, pol []int, n *node) ([]int, bool) {
 			f.add(1+ng+c, sink, room, 0)
 		}
 	}
-	f.run(src, sink)
+	f.run(ctx, src, sink)
 	// Whole workloads along the flow; the rest later.
 	var rest []int
 	for g, gr := range groups {
@@ -255,12 +255,17 @@ func (f *flow) add(from, to int, capacity int64, cost float64) int {
 func (f *flow) flowOn(_ int, i int) int64 { return f.arcs[i^1].cap }
 
 // run sends as much flow as fits from src to sink at least cost, augmenting along cheapest paths
-// while they cost less than nothing or until the sources are drained.
-func (f *flow) run(src, sink int) {
+// while they cost less than nothing or until the sources are drained. It stops early, with the
+// flow sent so far, when ctx is done or rounding leaves a cycle of negative cost in the residual
+// network (a node relaxed as many times as there are nodes, or predecessors that close a cycle),
+// where the shortest paths would never settle.
+func (f *flow) run(ctx context.Context, src, sink int) {
 	queue := make([]int, 0, len(f.head))
-	for {
+	relaxed := make([]int, len(f.head))
+	var path []int // arcs, from the sink back
+	for ctx.Err() == nil {
 		for i := range f.dist {
-			f.dist[i], f.prev[i], f.inq[i] = math.Inf(1), -1, false
+			f.dist[i], f.prev[i], f.inq[i], relaxed[i] = math.Inf(1), -1, false, 0
 		}
 		f.dist[src] = 0
 		queue = append(queue[:0], src)
@@ -276,6 +281,9 @@ func (f *flow) run(src, sink int) {
 				}
 				if nd := f.dist[u] + a.cost; nd < f.dist[a.to]-1e-9 {
 					f.dist[a.to], f.prev[a.to] = nd, i
+					if relaxed[a.to]++; relaxed[a.to] >= len(f.head) {
+						return
+					}
 					if !f.inq[a.to] {
 						f.inq[a.to] = true
 						queue = append(queue, a.to)
@@ -286,13 +294,20 @@ func (f *flow) run(src, sink int) {
 		if math.IsInf(f.dist[sink], 1) {
 			return
 		}
-		push := int64(math.MaxInt64)
+		path = path[:0]
 		for v := sink; v != src; v = f.arcs[f.prev[v]^1].to {
-			push = min(push, f.arcs[f.prev[v]].cap)
+			if len(path) == len(f.head) {
+				return // the predecessors close a cycle: rounding again
+			}
+			path = append(path, f.prev[v])
 		}
-		for v := sink; v != src; v = f.arcs[f.prev[v]^1].to {
-			f.arcs[f.prev[v]].cap -= push
-			f.arcs[f.prev[v]^1].cap += push
+		push := int64(math.MaxInt64)
+		for _, i := range path {
+			push = min(push, f.arcs[i].cap)
+		}
+		for _, i := range path {
+			f.arcs[i].cap -= push
+			f.arcs[i^1].cap += push
 		}
 	}
 }
