@@ -27,8 +27,7 @@ func Greedy(pr Problem) (*Solution, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the greedy found no plan", ErrInfeasible)
 	}
-	v, _ := m.value(pol, cl)
-	return &Solution{Policy: pol, Cluster: cl, Objective: m.sign * v}, nil
+	return &Solution{Policy: pol, Cluster: cl, Objective: m.objective(cl, pol)}, nil
 }
 
 // roomiest is a hint that gives every cluster its policy of largest supply: when preferring scores

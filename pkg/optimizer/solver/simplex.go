@@ -54,8 +54,9 @@ type lpCol struct {
 }
 
 const (
-	// Reduced costs under simplexTol count as zero: the objective's coefficients are scores (whole
-	// numbers or hundredths in practice), so anything smaller is rounding.
+	// Reduced costs under simplexTol count as zero: the objective's coefficients are sums of
+	// normalised scores (a workload's range at most 128, or whole numbers), so anything smaller is
+	// rounding.
 	simplexTol = 1e-7
 	// perturbation is the scale of the random amount each basic variable is raised by.
 	perturbation = 1e-7

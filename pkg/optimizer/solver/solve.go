@@ -72,8 +72,14 @@ func solveModel(ctx context.Context, m *model, opts Options) (*Solution, *search
 	if m.integral {
 		bound = math.Floor(bound + 1e-6)
 	}
-	return &Solution{Policy: s.bestPol, Cluster: s.bestCl, Objective: m.sign * s.best, Nodes: s.nodes,
-		Optimal: len(open) == 0, Bound: m.sign * bound}, s, nil
+	sol := &Solution{Policy: s.bestPol, Cluster: s.bestCl, Objective: m.objective(s.bestCl, s.bestPol), Nodes: s.nodes,
+		Optimal: len(open) == 0, Bound: m.external(bound)}
+	// The bound is no worse than the plan: the two are equal when it is optimal, and mapping the
+	// bound back to the problem's terms rounds differently from summing the plan's scores.
+	if sol.Optimal || m.sign*sol.Bound < m.sign*sol.Objective {
+		sol.Bound = sol.Objective
+	}
+	return sol, s, nil
 }
 
 // ErrStopped: a budget (time, nodes) ran out before the search found any plan.
@@ -134,7 +140,8 @@ func (s *search) run(ctx context.Context) []*bpNode {
 
 // tol is how close two objectives near v must be to count as equal: above what column generation
 // leaves between the master's value and the bound once no pattern improves by more than 1e-6 (one
-// such pattern per cluster), far below the difference between two plans' values (sums of scores).
+// such pattern per cluster), far below the difference between two plans' values (sums of
+// normalised scores, whose widest range per workload is 64 to 128: see model.normalise).
 func (m *model) tol(v float64) float64 { return 1e-6*float64(m.nc+1) + 1e-9*math.Abs(v) }
 
 // prunes reports whether a node whose bound is ub cannot beat the incumbent.
