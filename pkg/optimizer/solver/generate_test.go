@@ -23,6 +23,10 @@ type shape struct {
 	// kinds: some policies supply "cpu" instead (2-8) and a quarter of the workloads demand 0-2
 	// cpu, so that kinds must match and demands of 0 occur.
 	kinds bool
+	// natural: amounts in natural units (millicores or MiB, as a user writes them): each policy
+	// supplies 8,000-60,000 and each workload demands 1,000-12,000, their greatest common divisor
+	// 1, instead of counting slices.
+	natural bool
 }
 
 func (sh shape) String() string {
@@ -40,6 +44,9 @@ func (sh shape) String() string {
 	}
 	if sh.kinds {
 		sense += "-kinds"
+	}
+	if sh.natural {
+		sense += "-natural"
 	}
 	return fmt.Sprintf("%s-%s-miss%02.0f-%s-%dx%dx%d", kind, scores, 100*sh.missing, sense, sh.nc, sh.np, sh.nw)
 }
@@ -67,6 +74,9 @@ func generate(r *rand.Rand, sh shape) *instance {
 			if sh.kinds && r.IntN(3) == 0 {
 				pol.Kind, pol.Supply = "cpu", int64(2+r.IntN(7))
 			}
+			if sh.natural {
+				pol.Supply = int64(8000 + r.IntN(52001))
+			}
 			in.Clusters[c].Policies = append(in.Clusters[c].Policies, pol)
 			perf[c] = append(perf[c], l.perf)
 		}
@@ -80,6 +90,9 @@ func generate(r *rand.Rand, sh shape) *instance {
 		in.Workloads[w] = instanceWorkload{Name: fmt.Sprintf("w%03d", w), App: app, Kind: "gpu", Demand: int64(1 + r.IntN(2))}
 		if sh.kinds && r.IntN(4) == 0 {
 			in.Workloads[w].Kind, in.Workloads[w].Demand = "cpu", int64(r.IntN(3))
+		}
+		if sh.natural {
+			in.Workloads[w].Demand = int64(1000 + r.IntN(11001))
 		}
 	}
 	// Per app: a whole score and whether it is missing, per cluster and policy.

@@ -112,7 +112,7 @@ func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) boo
 		return r.res
 	}
 	if r.res.converged && r.center != nil {
-		r.fixCounts()
+		r.fixCounts(ctx)
 	}
 	ms.read(r.n, r.res)
 	return r.res
@@ -123,7 +123,7 @@ func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) boo
 // lo+1 (at most hi-1) of group g is bounded by L(π) with c's term replaced by its best pattern
 // under that bound, so if that prunes, the count stays at lo (hi). Only groups whose count at c is
 // free by one (workloads with no twin, or the last of a group) are tried: one knapsack per policy.
-func (r *rounds) fixCounts() {
+func (r *rounds) fixCounts(ctx context.Context) {
 	ms, res, ng := r.ms, r.res, r.ms.gr.n
 	pi := r.center
 	L := 0.0
@@ -134,7 +134,7 @@ func (r *rounds) fixCounts() {
 	for c := range best {
 		best[c] = math.Inf(-1)
 		for mask := res.allowed[c]; mask != 0; mask &= mask - 1 {
-			if v, ok := ms.pr.knapsack(r.n.lo, r.n.hi, c, bits.TrailingZeros64(mask), pi); ok {
+			if v, ok := ms.pr.knapsack(ctx, r.n.lo, r.n.hi, c, bits.TrailingZeros64(mask), pi); ok {
 				best[c] = math.Max(best[c], v)
 			}
 		}
@@ -145,7 +145,7 @@ func (r *rounds) fixCounts() {
 	bestWith := func(c int) float64 {
 		v := math.Inf(-1)
 		for mask := res.allowed[c]; mask != 0; mask &= mask - 1 {
-			if k, ok := ms.pr.knapsack(lo, hi, c, bits.TrailingZeros64(mask), pi); ok {
+			if k, ok := ms.pr.knapsack(ctx, lo, hi, c, bits.TrailingZeros64(mask), pi); ok {
 				v = math.Max(v, k)
 			}
 		}
@@ -200,10 +200,10 @@ func (r *rounds) done(ctx context.Context) bool {
 		for g := range r.sep {
 			r.sep[g] = smoothing*r.center[g] + (1-smoothing)*pi[g]
 		}
-		added = r.price(r.sep)
+		added = r.price(ctx, r.sep)
 	}
 	if added == 0 && !res.infeas && !res.pruned && ctx.Err() == nil {
-		added = r.price(pi) // no improving pattern at the smoothed point: price the master's duals
+		added = r.price(ctx, pi) // no improving pattern at the smoothed point: price the master's duals
 	}
 	switch {
 	case res.infeas || res.pruned || ctx.Err() != nil:
@@ -227,7 +227,7 @@ func (r *rounds) closed(z float64) bool {
 // price solves every allowed cluster and policy's knapsack at group duals at, adds to the master
 // the patterns whose reduced value at the master's duals is positive, and lowers the node's bound
 // to L(at). It returns how many patterns it added.
-func (r *rounds) price(at []float64) int {
+func (r *rounds) price(ctx context.Context, at []float64) int {
 	ms, res, m, ng := r.ms, r.res, r.ms.m, r.ms.gr.n
 	y := ms.lp.y // the master's duals: π (groups), then μ (clusters)
 	L := 0.0
@@ -240,7 +240,7 @@ func (r *rounds) price(at []float64) int {
 		best := math.Inf(-1)
 		for mask := res.allowed[c]; mask != 0; mask &= mask - 1 {
 			p := bits.TrailingZeros64(mask)
-			v, ok := ms.pr.knapsack(r.n.lo, r.n.hi, c, p, at)
+			v, ok := ms.pr.knapsack(ctx, r.n.lo, r.n.hi, c, p, at)
 			if !ok {
 				res.allowed[c] &^= 1 << p // no pattern of this policy fits the node's bounds
 				kp[p] = math.Inf(-1)

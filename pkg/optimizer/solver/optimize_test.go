@@ -304,7 +304,7 @@ func TestSolveErrors(t *testing.T) {
 		{"wrong kind, demand 0", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "cpu", Demand: 0}}, Score: all}, ErrInfeasible},
 		{"negative demand", Problem{Clusters: one, Workloads: []Workload{{Name: "w", Kind: "gpu", Demand: -1}}, Score: all}, ErrInvalid},
 		{"cluster without policies", Problem{Clusters: []Cluster{{Name: "c"}}, Score: all}, ErrInvalid},
-		{"too fine", Problem{Clusters: []Cluster{{Name: "c", Policies: []Policy{{Name: "p", Kind: "mem", Supply: 1 << 40}}}}, Workloads: []Workload{{Name: "w", Kind: "mem", Demand: 3}}, Score: all}, ErrInvalid},
+		{"too fine", Problem{Clusters: []Cluster{{Name: "c", Policies: []Policy{{Name: "p", Kind: "mem", Supply: 1 << 50}}}}, Workloads: []Workload{{Name: "w", Kind: "mem", Demand: 3}}, Score: all}, ErrInvalid},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Solve(context.Background(), tt.pr, Options{})
