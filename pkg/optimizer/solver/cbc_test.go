@@ -202,22 +202,26 @@ func TestSolveMatchesCBC(t *testing.T) {
 }
 
 // versus are the instance classes BenchmarkVersusCBC times, each a few seeded instances: the
-// shapes of testdata/ and the GPU-slice benchmark's, at their sizes. cbcFor bounds CBC's time on
-// an instance (0: an hour).
+// shapes of testdata/ and the GPU-slice benchmark's, at their sizes, and supplies in natural
+// units. cbcFor bounds CBC's time on an instance (0: an hour); solveFor the solver's (0: none).
 var versus = []struct {
-	sh     shape
-	n      int
-	cbcFor time.Duration
+	sh       shape
+	n        int
+	cbcFor   time.Duration
+	solveFor time.Duration
 }{
-	{shape{nc: 14, np: 4, nw: 60}, 3, 0},
+	{shape{nc: 14, np: 4, nw: 60}, 3, 0, 0},
 	// CBC runs for many minutes here: the benchmark stops it after 5, which bounds the ratio.
-	{shape{nc: 50, np: 5, nw: 200}, 1, 5 * time.Minute},
-	{shape{nc: 11, np: 3, nw: 77, distinct: true}, 3, 0},
-	{shape{nc: 11, np: 3, nw: 77, distinct: true, fractional: true, missing: 0.1}, 3, 0},
-	{shape{nc: 11, np: 3, nw: 77, fractional: true, missing: 0.1, minimize: true}, 3, 0},
-	{shape{nc: 11, np: 5, nw: 81, fractional: true, missing: 0.1, minimize: true}, 3, 0},
-	{shape{nc: 11, np: 3, nw: 77, missing: 0.1, minimize: true}, 3, 0},
-	{shape{nc: 11, np: 3, nw: 77, missing: 0.1, kinds: true}, 3, 0},
+	{shape{nc: 50, np: 5, nw: 200}, 1, 5 * time.Minute, 0},
+	{shape{nc: 11, np: 3, nw: 77, distinct: true}, 3, 0, 0},
+	{shape{nc: 11, np: 3, nw: 77, distinct: true, fractional: true, missing: 0.1}, 3, 0, 0},
+	{shape{nc: 11, np: 3, nw: 77, fractional: true, missing: 0.1, minimize: true}, 3, 0, 0},
+	{shape{nc: 11, np: 5, nw: 81, fractional: true, missing: 0.1, minimize: true}, 3, 0, 0},
+	{shape{nc: 11, np: 3, nw: 77, missing: 0.1, minimize: true}, 3, 0, 0},
+	{shape{nc: 11, np: 3, nw: 77, missing: 0.1, kinds: true}, 3, 0, 0},
+	// Supplies of 8,000-60,000 and demands of 1,000-12,000. The solver may stop after 5 minutes
+	// with its bound: not every instance is proven in that time.
+	{shape{nc: 20, np: 4, nw: 80, natural: true}, 5, 0, 5 * time.Minute},
 }
 
 // BenchmarkVersusCBC solves each class's instances with Solve and with CBC in the same run and
@@ -225,22 +229,29 @@ var versus = []struct {
 // ratio of the two (worst-ratio: the solver's time over CBC's, so under 1 is faster). A solve that
 // does not prove CBC's optimum fails the benchmark. Where CBC's time runs out first
 // (cbc-unfinished counts those instances), Solve must still prove its plan optimal, cbc-s counts
-// the time CBC spent without an answer, and the ratio is an upper bound. "cases" are testdata/'s
-// instances. Run with -benchtime 1x.
+// the time CBC spent without an answer, and the ratio is an upper bound. Where the class gives
+// the solver a time limit, a solve stopped by it (solver-unproven counts those instances) must
+// hold a plan no better than CBC's optimum and a bound no worse, worst-gap% is the largest
+// distance from its plan to the optimum, in percent of the optimum, and proven-max-s the most CPU
+// time a proven instance took. "cases" are testdata/'s instances. Run with -benchtime 1x.
 func BenchmarkVersusCBC(b *testing.B) {
-	run := func(b *testing.B, ins []*instance, cbcFor time.Duration) {
+	run := func(b *testing.B, ins []*instance, cbcFor, solveFor time.Duration) {
 		if cbcFor == 0 {
 			cbcFor = time.Hour
 		}
 		var solver, cbc time.Duration
-		worst, unfinished := 0.0, 0
+		worst, worstGap, provenMax, unfinished, unproven := 0.0, 0.0, 0.0, 0, 0
 		for b.Loop() {
-			solver, cbc, worst, unfinished = 0, 0, 0, 0
+			solver, cbc, worst, worstGap, provenMax, unfinished, unproven = 0, 0, 0, 0, 0, 0, 0
 			for _, in := range ins {
 				start := cpuTime()
-				got, err := Solve(context.Background(), in.problem(), Options{})
+				got, err := Solve(context.Background(), in.problem(), Options{TimeLimit: solveFor})
 				spent := cpuTime() - start
 				want := solveCBC(b, in, cbcFor)
+				sign := 1.0
+				if in.Minimize {
+					sign = -1
+				}
 				switch {
 				case want.unfinished:
 					if err != nil || !got.Optimal {
@@ -248,8 +259,17 @@ func BenchmarkVersusCBC(b *testing.B) {
 					}
 					unfinished++
 				case !want.feasible && (errors.Is(err, ErrInfeasible) || errors.Is(err, ErrNoOption)):
+				case solveFor > 0 && err == nil && !got.Optimal && want.feasible:
+					if sign*got.Objective > sign*want.objective+1e-6 || sign*got.Bound < sign*want.objective-1e-6 {
+						b.Fatalf("%s: Solve stopped with plan %v, bound %v; CBC's optimum %v", in.Name, got.Objective, got.Bound, want.objective)
+					}
+					unproven++
+					worstGap = math.Max(worstGap, 100*math.Abs(want.objective-got.Objective)/math.Abs(want.objective))
 				case err != nil || !got.Optimal || !sameObjective(got.Objective, want.objective):
 					b.Fatalf("%s: Solve %+v, %v; CBC %+v", in.Name, got, err, want)
+				}
+				if err == nil && got.Optimal {
+					provenMax = math.Max(provenMax, spent.Seconds())
 				}
 				solver += spent
 				cbc += want.cpu
@@ -260,13 +280,18 @@ func BenchmarkVersusCBC(b *testing.B) {
 		b.ReportMetric(cbc.Seconds()/float64(len(ins)), "cbc-s")
 		b.ReportMetric(worst, "worst-ratio")
 		b.ReportMetric(float64(unfinished), "cbc-unfinished")
+		if solveFor > 0 {
+			b.ReportMetric(float64(unproven), "solver-unproven")
+			b.ReportMetric(worstGap, "worst-gap%")
+			b.ReportMetric(provenMax, "proven-max-s")
+		}
 	}
 	b.Run("cases", func(b *testing.B) {
 		var ins []*instance
 		for _, name := range caseNames {
 			ins = append(ins, loadInstance(b, name))
 		}
-		run(b, ins, 0)
+		run(b, ins, 0, 0)
 	})
 	for k, v := range versus {
 		b.Run(v.sh.String(), func(b *testing.B) {
@@ -277,7 +302,7 @@ func BenchmarkVersusCBC(b *testing.B) {
 				in.Name = fmt.Sprintf("%s#%d", in.Name, len(ins))
 				ins = append(ins, in)
 			}
-			run(b, ins, v.cbcFor)
+			run(b, ins, v.cbcFor, v.solveFor)
 		})
 	}
 }
