@@ -71,7 +71,7 @@ type pricer struct {
 	cnt      []int32   // the counts of the last knapsack's pattern
 }
 
-// tableMax is the largest capacity the pricing solves by a table over the capacity: below it the
+// tableMax is the largest capacity the pricing solves by a table over the capacity: up to it the
 // table (pieces × (capacity+1) cells) costs less than sorting the items and bounding the states.
 const tableMax = 128
 
@@ -322,7 +322,8 @@ func (pr *pricer) apply(at int) {
 		}
 		return
 	}
-	// Walk back to the first state: the state k steps before it decided piece k.
+	// Walk back to the first state. The state at has decided len(path) pieces; the one k steps
+	// back from it decided piece len(path)-1-k.
 	var path []int
 	for s := at; pr.st[s].parent >= 0; s = int(pr.st[s].parent) {
 		path = append(path, s)
