@@ -244,7 +244,7 @@ func (r *Runner) fetch(ctx context.Context, p *Plan) (model.Matrix, time.Time, e
 	for _, query := range p.Queries {
 		m, err := q.QueryRange(ctx, query, start, end, p.Step)
 		if err != nil {
-			err = withheld(prom.Fail(err), p.PromWithheld)
+			err = withheld(scorer.Classify(err), p.PromWithheld)
 			r.metrics.observe(r.metrics.source, p.Scorer, began, err)
 			return nil, time.Time{}, err
 		}

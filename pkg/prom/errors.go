@@ -7,12 +7,10 @@ import (
 	"strings"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
-
-	"github.com/scoreflow/scoreflow/pkg/contract"
-	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
-// Kind sorts query errors by what the caller should do about them.
+// Kind sorts query errors by what the caller should do about them; what that means for an event
+// (its status and reason) is the caller's to say: the scorer runtime's scorer.Classify.
 type Kind int
 
 const (
@@ -54,16 +52,6 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	return Unavailable
-}
-
-// Fail turns a query error into a scorer failure: BadQuery answers 400 (the broker does not retry,
-// the reason tells the operator to fix the PingSource); anything else answers 503 with
-// MetricsUnavailable, so the broker redelivers and no stale or zero score is sent meanwhile.
-func Fail(err error) error {
-	if KindOf(err) == BadQuery {
-		return scorer.Fail(contract.ReasonBadQuery, false, err)
-	}
-	return scorer.Fail(contract.ReasonMetricsUnavailable, true, err)
 }
 
 // classify sorts a client_golang error. client_golang maps 400 and 422 answers to their API

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
-	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -22,10 +21,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/harness/promserver"
-	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
 	"github.com/scoreflow/scoreflow/pkg/prom"
-	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
 func newClient(t *testing.T, cfg prom.Config) *prom.Client {
@@ -122,13 +119,9 @@ func TestTooManySamplesIsRetried(t *testing.T) {
 	if prom.KindOf(err) != prom.Unavailable || !strings.Contains(err.Error(), "too many samples") {
 		t.Fatalf("over --query.max-samples: err = %v, want Unavailable mentioning too many samples", err)
 	}
-	var se *scorer.Error
-	if !errors.As(prom.Fail(err), &se) || se.Reason != contract.ReasonMetricsUnavailable || !se.Retriable {
-		t.Errorf("Fail(err) = %v, want retriable MetricsUnavailable", prom.Fail(err))
-	}
 	_, err = c.Query(ctx, `sum(load`, at)
-	if !errors.As(prom.Fail(err), &se) || se.Reason != contract.ReasonBadQuery || se.Retriable {
-		t.Errorf("syntax error: Fail(err) = %v, want BadQuery, not retriable", prom.Fail(err))
+	if prom.KindOf(err) != prom.BadQuery {
+		t.Errorf("syntax error: err = %v, want BadQuery", err)
 	}
 }
 
@@ -168,10 +161,6 @@ func TestUnavailableAnswers(t *testing.T) {
 			if prom.KindOf(err) != prom.Unavailable || !strings.Contains(err.Error(), tt.quote) {
 				t.Fatalf("err = %v, want Unavailable mentioning %q", err, tt.quote)
 			}
-			var se *scorer.Error
-			if !errors.As(prom.Fail(err), &se) || se.Reason != contract.ReasonMetricsUnavailable || !se.Retriable {
-				t.Fatalf("Fail(err) = %v, want retriable MetricsUnavailable", prom.Fail(err))
-			}
 		})
 	}
 }
@@ -185,24 +174,6 @@ func answer(code int, body string) http.HandlerFunc {
 }
 
 const emptyVector = `{"status":"success","data":{"resultType":"vector","result":[]}}`
-
-func TestFail(t *testing.T) {
-	tests := []struct {
-		err       error
-		reason    contract.Reason
-		retriable bool
-	}{
-		{&prom.Error{Kind: prom.BadQuery, Query: "x", Err: errors.New("parse error")}, contract.ReasonBadQuery, false},
-		{&prom.Error{Kind: prom.Unavailable, Query: "x", Err: errors.New("refused")}, contract.ReasonMetricsUnavailable, true},
-		{errors.New("not from prom"), contract.ReasonMetricsUnavailable, true},
-	}
-	for _, tt := range tests {
-		var se *scorer.Error
-		if !errors.As(prom.Fail(tt.err), &se) || se.Reason != tt.reason || se.Retriable != tt.retriable {
-			t.Errorf("Fail(%v) = %v, want %s retriable=%v", tt.err, prom.Fail(tt.err), tt.reason, tt.retriable)
-		}
-	}
-}
 
 // The token is read on every request (rotation needs no restart) and never appears in logs or errors.
 func TestBearerTokenFile(t *testing.T) {

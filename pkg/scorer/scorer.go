@@ -35,6 +35,7 @@ import (
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/prom"
 )
 
 // Error is a scoring failure with its reason. Retriable failures (Prometheus unreachable) answer
@@ -47,6 +48,28 @@ type Error struct {
 
 func (e *Error) Error() string { return string(e.Reason) + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Classify gives err its reason and whether a retry may help: an *Error as it is; a contract
+// decoder's FieldErrors their reason (not retriable); a query Prometheus refused (prom.BadQuery)
+// BadQuery, not retriable, so the broker does not redeliver and the reason tells the operator to
+// fix the PingSource; anything else MetricsUnavailable, retriable (503), so the broker redelivers
+// and no stale or zero score is sent meanwhile: a scorer that cannot tell must not answer with a
+// score, and a retry costs little.
+func Classify(err error) *Error {
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	var fes contract.FieldErrors
+	if errors.As(err, &fes) {
+		return &Error{Reason: fes.Reason(), Err: err}
+	}
+	var qe *prom.Error
+	if errors.As(err, &qe) && qe.Kind == prom.BadQuery {
+		return &Error{Reason: contract.ReasonBadQuery, Err: err}
+	}
+	return &Error{Reason: contract.ReasonMetricsUnavailable, Retriable: true, Err: err}
+}
 
 // BadConfig reports a configuration (PingSource data) that cannot be used.
 func BadConfig(format string, args ...any) error {
@@ -198,15 +221,7 @@ func HandlerWith(source string, routes Route, sink *function.Sender, opts Option
 		}
 		res, err := score(ctx, e)
 		if err != nil {
-			var se *Error
-			if !errors.As(err, &se) {
-				var fes contract.FieldErrors
-				if errors.As(err, &fes) {
-					se = &Error{Reason: fes.Reason(), Err: err}
-				} else {
-					se = &Error{Reason: contract.ReasonMetricsUnavailable, Retriable: true, Err: err}
-				}
-			}
+			se := Classify(err)
 			status := http.StatusBadRequest
 			if se.Retriable {
 				status = http.StatusServiceUnavailable

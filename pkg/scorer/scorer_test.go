@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/prom"
 )
 
 type cfg struct {
@@ -43,6 +45,12 @@ func TestHandler(t *testing.T) {
 		switch c.Resource {
 		case "down":
 			return nil, Fail(contract.ReasonMetricsUnavailable, true, errors.New("connection refused"))
+		case "query-refused":
+			return nil, fmt.Errorf("usage: %w", &prom.Error{Kind: prom.BadQuery, Query: "sum(", Err: errors.New("parse error")})
+		case "query-unavailable":
+			return nil, &prom.Error{Kind: prom.Unavailable, Query: "up", Err: errors.New("connection refused")}
+		case "fields":
+			return nil, contract.FieldErrors{{Field: "x", Reason: contract.ReasonInvalidData, Message: "bad"}}
 		case "empty":
 			return nil, nil
 		case "bad-value":
@@ -61,6 +69,11 @@ func TestHandler(t *testing.T) {
 		{"misspelt field", ping(`{"resourse":"r"}`), http.StatusBadRequest, contract.TypeScoreFailed, contract.ReasonBadConfig},
 		{"invalid config", ping(`{}`), http.StatusBadRequest, contract.TypeScoreFailed, contract.ReasonBadConfig},
 		{"prometheus down", ping(`{"resource":"down"}`), http.StatusServiceUnavailable, contract.TypeScoreFailed, contract.ReasonMetricsUnavailable},
+		// The Prometheus client's own errors, classified here: a query Prometheus refused is the
+		// configuration's fault (400, not redelivered); one it could not answer is retried.
+		{"query refused", ping(`{"resource":"query-refused"}`), http.StatusBadRequest, contract.TypeScoreFailed, contract.ReasonBadQuery},
+		{"query unavailable", ping(`{"resource":"query-unavailable"}`), http.StatusServiceUnavailable, contract.TypeScoreFailed, contract.ReasonMetricsUnavailable},
+		{"field errors", ping(`{"resource":"fields"}`), http.StatusBadRequest, contract.TypeScoreFailed, contract.ReasonInvalidData},
 		{"nothing to score", ping(`{"resource":"empty"}`), http.StatusAccepted, "", ""},
 		{"scorer bug", ping(`{"resource":"bad-value"}`), http.StatusInternalServerError, contract.TypeScoreFailed, contract.ReasonInvalidData},
 		{"wrong type", func() event.Event { e := ping(`{}`); e.SetType("x.y"); return e }(), http.StatusBadRequest, contract.TypeScoreFailed, contract.ReasonWrongType},

@@ -12,7 +12,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
-	"github.com/scoreflow/scoreflow/pkg/scorer/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorer/series"
 )
 
 // Config is a PingSource's data.
@@ -57,7 +57,7 @@ const (
 
 // DefaultConfig holds the defaults a PingSource's data is decoded over.
 func DefaultConfig() Config {
-	return Config{Alpha: DefaultAlpha, Beta: DefaultBeta, ClusterLabel: promql.DefaultClusterLabel}
+	return Config{Alpha: DefaultAlpha, Beta: DefaultBeta, ClusterLabel: series.DefaultClusterLabel}
 }
 
 // DefaultNormalization is round(100 * headroom), clamped.
@@ -108,10 +108,10 @@ func (c *Config) Validate() error {
 }
 
 // output is how headroom fractions become scores.
-func (c *Config) output() promql.Output {
+func (c *Config) output() series.Output {
 	n := DefaultNormalization()
 	if c.Normalize != nil {
 		n = *c.Normalize
 	}
-	return promql.Output{Resource: c.Resource, ScoreName: c.ScoreName, Normalize: n}
+	return series.Output{Resource: c.Resource, ScoreName: c.ScoreName, Normalize: n}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
-	"github.com/scoreflow/scoreflow/pkg/scorer/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorer/series"
 )
 
 // Scorer answers PingSource events: it forecasts usage and scores the predicted headroom.
@@ -39,13 +39,13 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	start, end := prom.AlignedRange(now, time.Duration(cfg.Range), step)
 	usage, err := s.Prom.QueryRange(ctx, cfg.Query, start, end, step)
 	if err != nil {
-		return nil, prom.Fail(err)
+		return nil, err
 	}
 	capacity := func(string) (float64, bool) { return *cfg.Capacity, true }
 	if cfg.CapacityQuery != "" {
 		v, err := s.Prom.Query(ctx, cfg.CapacityQuery, end)
 		if err != nil {
-			return nil, prom.Fail(err)
+			return nil, err
 		}
 		caps, err := Capacities(v, cfg.ClusterLabel)
 		if err != nil {
@@ -82,12 +82,12 @@ type Skipped struct {
 
 // Headrooms forecasts each usage series Horizon past end and returns its predicted headroom
 // fraction, (capacity - max(predicted, 0)) / capacity, labelled as the series.
-func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (float64, bool), end time.Time) ([]promql.Input, Skipped) {
+func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (float64, bool), end time.Time) ([]series.Input, Skipped) {
 	var skipped Skipped
 	step := time.Duration(c.Step)
 	ahead := float64(time.Duration(c.Horizon)) / float64(step)
 	endMs := model.TimeFromUnixNano(end.UnixNano())
-	in := make([]promql.Input, 0, len(usage))
+	in := make([]series.Input, 0, len(usage))
 	for _, s := range usage {
 		ps := Points(s.Values, endMs, step)
 		predicted, ok := Holt(ps, c.Alpha, c.Beta, ahead)
@@ -105,7 +105,7 @@ func (c *Config) Headrooms(usage model.Matrix, capacity func(cluster string) (fl
 			skipped.NoCapacity++
 			continue
 		}
-		in = append(in, promql.Input{Metric: s.Metric, Value: (capa - math.Max(predicted, 0)) / capa})
+		in = append(in, series.Input{Metric: s.Metric, Value: (capa - math.Max(predicted, 0)) / capa})
 	}
 	return in, skipped
 }

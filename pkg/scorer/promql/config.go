@@ -11,37 +11,8 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
+	"github.com/scoreflow/scoreflow/pkg/scorer/series"
 )
-
-// Output says how values become scores: shared by the PingSource and metric.changed configurations
-// (and by the forecast scorer).
-type Output struct {
-	// Resource is the AddOnPlacementScore to write.
-	Resource string `json:"resource"`
-	// ScoreName names each score from its series' labels, e.g. "gpuUtil" or "${app};${device}".
-	ScoreName normalize.NameFormat `json:"scoreName"`
-	// Normalize maps values to [-100, 100]: linear between bounds, min-max across the clusters of
-	// one evaluation (per score name), or none (the values are scores already).
-	Normalize normalize.Normalization `json:"normalize"`
-}
-
-func (o *Output) validate() []error {
-	var errs []error
-	if err := contract.ValidateResourceName(o.Resource); err != nil {
-		errs = append(errs, fmt.Errorf("resource: %v", err))
-	}
-	if err := o.ScoreName.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("scoreName: %v", err))
-	}
-	if err := o.Normalize.Validate(); err != nil {
-		// scoring names its own sub-field (normalize.method, normalize: linear needs min and max).
-		if !strings.HasPrefix(err.Error(), "normalize") {
-			err = fmt.Errorf("normalize: %w", err)
-		}
-		errs = append(errs, err)
-	}
-	return errs
-}
 
 // Config is a PingSource's data: one query, one score resource.
 //
@@ -51,7 +22,7 @@ func (o *Output) validate() []error {
 //	 "normalize": {"method": "linear", "min": 0, "max": 100, "lowerIsBetter": true},
 //	 "scoreName": "${app};${device}"}
 type Config struct {
-	Output
+	series.Output
 	// Query is any PromQL whose result has the cluster label (and the labels ScoreName uses).
 	Query string `json:"query"`
 	// Range and Step, both or neither, make it a range query over [now-range, now] (now aligned
@@ -66,18 +37,15 @@ type Config struct {
 	ClusterLabel string `json:"clusterLabel,omitempty"`
 }
 
-// DefaultClusterLabel is the label naming the cluster when a configuration names none.
-const DefaultClusterLabel = "cluster"
-
 // DefaultConfig holds the defaults a PingSource's data is decoded over.
-func DefaultConfig() Config { return Config{ClusterLabel: DefaultClusterLabel} }
+func DefaultConfig() Config { return Config{ClusterLabel: series.DefaultClusterLabel} }
 
 // DefaultMetricConfig holds the defaults --metric-config is decoded over.
 func DefaultMetricConfig() MetricConfig { return MetricConfig{Aggregation: normalize.AggLast} }
 
 // Validate checks the configuration, naming each field at fault.
 func (c *Config) Validate() error {
-	errs := c.Output.validate()
+	errs := []error{c.Output.Validate()}
 	if strings.TrimSpace(c.Query) == "" {
 		errs = append(errs, errors.New("query: is required"))
 	}
@@ -112,7 +80,7 @@ func (c *Config) IsRange() bool { return c.Range != 0 && c.Step != 0 }
 //	 "normalize": {"method": "linear", "min": 0, "max": 100, "lowerIsBetter": true},
 //	 "scoreName": "${device}"}
 type MetricConfig struct {
-	Output
+	series.Output
 	// Metric is the metric name whose samples are scored; other samples are ignored.
 	Metric string `json:"metric"`
 	// Aggregation of each series' samples in one event, in time order. Default last.
@@ -121,7 +89,7 @@ type MetricConfig struct {
 
 // Validate checks the configuration, naming each field at fault.
 func (c *MetricConfig) Validate() error {
-	errs := c.Output.validate()
+	errs := []error{c.Output.Validate()}
 	if err := contract.ValidateMetricName(c.Metric); err != nil {
 		errs = append(errs, fmt.Errorf("metric: %v", err))
 	}

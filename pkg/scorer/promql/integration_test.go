@@ -17,6 +17,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
 	"github.com/scoreflow/scoreflow/pkg/scorer/promql"
+	"github.com/scoreflow/scoreflow/pkg/scorer/series"
 )
 
 // cs keeps the tables of expected scores short.
@@ -165,7 +166,7 @@ func TestAgainstPrometheus(t *testing.T) {
 // With --metric-config, a metric.changed event is scored from its samples over HTTP.
 func TestMetricChangedOverHTTP(t *testing.T) {
 	mc := promql.DefaultMetricConfig()
-	mc.Output = promql.Output{Resource: "gpu-usage-score", ScoreName: "${device}", Normalize: normalize.Normalization{Method: normalize.MethodMinMax, LowerIsBetter: true}}
+	mc.Output = series.Output{Resource: "gpu-usage-score", ScoreName: "${device}", Normalize: normalize.Normalization{Method: normalize.MethodMinMax, LowerIsBetter: true}}
 	mc.Metric = "gpu_util"
 	if err := mc.Validate(); err != nil {
 		t.Fatal(err)

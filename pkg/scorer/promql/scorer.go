@@ -13,6 +13,7 @@ import (
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/scorer"
 	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
+	"github.com/scoreflow/scoreflow/pkg/scorer/series"
 )
 
 // Scorer runs the query in each PingSource event's data and scores its result.
@@ -42,7 +43,7 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	}
 	in, observed, err := cfg.Run(ctx, s.Prom, s.now())
 	if err != nil {
-		return nil, prom.Fail(err)
+		return nil, err
 	}
 	sc, err := cfg.Score(cfg.ClusterLabel, in)
 	if err != nil {
@@ -56,13 +57,13 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 // both: a range's aligned end stays put for a whole step while pings repeat, and scores dated
 // there would expire up to a step early (the writer counts its TTL from this time) and could not
 // be refreshed by the pings in between.
-func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []Input, observed time.Time, err error) {
+func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []series.Input, observed time.Time, err error) {
 	if !c.IsRange() {
 		v, err := q.Query(ctx, c.Query, now)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		return FromVector(v), now, nil
+		return series.FromVector(v), now, nil
 	}
 	step := time.Duration(c.Step)
 	start, end := prom.AlignedRange(now, time.Duration(c.Range), step)
@@ -70,7 +71,7 @@ func (c *Config) Run(ctx context.Context, q prom.Querier, now time.Time) (in []I
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return FromMatrix(m, c.Aggregation), now, nil
+	return series.FromMatrix(m, c.Aggregation), now, nil
 }
 
 // Metrics scores the samples of MetricConfig.Metric in a metric.changed event, without a query.
@@ -82,40 +83,40 @@ func (s *Scorer) Metrics(_ context.Context, e event.Event) (*scorer.Result, erro
 		return nil, err
 	}
 	cfg := s.MetricConfig
-	series := map[string][]contract.Sample{}
+	byKey := map[string][]contract.Sample{}
 	for _, smp := range m.Samples {
 		if smp.Metric == cfg.Metric {
 			k := smp.SeriesKey()
-			series[k] = append(series[k], smp)
+			byKey[k] = append(byKey[k], smp)
 		}
 	}
-	in := make([]Input, 0, len(series))
+	in := make([]series.Input, 0, len(byKey))
 	var observed time.Time
-	for _, ss := range series {
+	for _, ss := range byKey {
 		slices.SortStableFunc(ss, func(a, b contract.Sample) int { return a.ObservedAt.Compare(b.ObservedAt) })
 		vals := make([]float64, len(ss))
 		for i, smp := range ss {
 			vals[i] = smp.Value
 		}
-		metric := model.Metric{DefaultClusterLabel: model.LabelValue(ss[0].Cluster)}
+		metric := model.Metric{series.DefaultClusterLabel: model.LabelValue(ss[0].Cluster)}
 		for k, v := range ss[0].Labels {
-			if k != DefaultClusterLabel {
+			if k != series.DefaultClusterLabel {
 				metric[model.LabelName(k)] = model.LabelValue(v)
 			}
 		}
-		in = append(in, Input{Metric: metric, Value: normalize.Aggregate(cfg.Aggregation, vals)})
+		in = append(in, series.Input{Metric: metric, Value: normalize.Aggregate(cfg.Aggregation, vals)})
 		if last := ss[len(ss)-1].ObservedAt; observed.IsZero() || last.Before(observed) {
 			observed = last
 		}
 	}
-	sc, err := cfg.Score(DefaultClusterLabel, in)
+	sc, err := cfg.Score(series.DefaultClusterLabel, in)
 	if err != nil {
 		return nil, scorer.BadConfig("--metric-config: %v", err)
 	}
 	return s.result(cfg.Resource, sc, observed), nil
 }
 
-func (s *Scorer) result(resource string, sc Scored, observed time.Time) *scorer.Result {
+func (s *Scorer) result(resource string, sc series.Scored, observed time.Time) *scorer.Result {
 	if sc.Dropped > 0 && s.Log != nil {
 		attrs := []any{"resource", resource, "count", sc.Dropped}
 		if sc.NameErr != nil {

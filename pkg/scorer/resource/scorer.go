@@ -63,13 +63,13 @@ func (s *Scorer) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	c.AbsentRequestsAreZero = true // the requests query covers every cluster
 	alloc, err := s.Prom.Query(ctx, allocQ, at)
 	if err != nil {
-		return nil, prom.Fail(err)
+		return nil, err
 	}
 	c.AddVector(alloc, true)
 	if reqQ != "" {
 		req, err := s.Prom.Query(ctx, reqQ, at)
 		if err != nil {
-			return nil, prom.Fail(err)
+			return nil, err
 		}
 		c.AddVector(req, false)
 	}

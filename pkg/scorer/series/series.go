@@ -1,16 +1,56 @@
-package promql
+// Package series turns labelled series, each reduced to one value, into AddOnPlacementScore
+// items: one per cluster (from the cluster label), each score named from the series' labels and
+// normalised across the clusters of one evaluation. The PromQL scorer scores query results and
+// metric.changed samples this way, the forecast scorer its predicted headrooms.
+package series
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/common/model"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/scorer/normalize"
 )
+
+// DefaultClusterLabel is the label naming the cluster when a configuration names none.
+const DefaultClusterLabel = "cluster"
+
+// Output says how values become scores: the part of a scorer's configuration that names the
+// resource and its scores and normalises them.
+type Output struct {
+	// Resource is the AddOnPlacementScore to write.
+	Resource string `json:"resource"`
+	// ScoreName names each score from its series' labels, e.g. "gpuUtil" or "${app};${device}".
+	ScoreName normalize.NameFormat `json:"scoreName"`
+	// Normalize maps values to [-100, 100]: linear between bounds, min-max across the clusters of
+	// one evaluation (per score name), or none (the values are scores already).
+	Normalize normalize.Normalization `json:"normalize"`
+}
+
+// Validate checks the output, naming each field at fault.
+func (o *Output) Validate() error {
+	var errs []error
+	if err := contract.ValidateResourceName(o.Resource); err != nil {
+		errs = append(errs, fmt.Errorf("resource: %v", err))
+	}
+	if err := o.ScoreName.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("scoreName: %v", err))
+	}
+	if err := o.Normalize.Validate(); err != nil {
+		// scoring names its own sub-field (normalize.method, normalize: linear needs min and max).
+		if !strings.HasPrefix(err.Error(), "normalize") {
+			err = fmt.Errorf("normalize: %w", err)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
 
 // Input is one series reduced to one value.
 type Input struct {
