@@ -3,6 +3,7 @@ package contract
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -96,6 +97,38 @@ func FuzzDecodeWriteResult(f *testing.F) {
 		}
 		if r.Failed() && !back.Failed() {
 			t.Fatalf("a failed result became a success: %s", small.Data())
+		}
+	})
+}
+
+func FuzzDecodeFailure(f *testing.F) {
+	f.Add([]byte(`{"input":{"source":"s","id":"1","type":"dev.knative.sources.ping"},"reason":"BadQuery","message":"parse error","retriable":false}`))
+	f.Add([]byte(`{"input":{"source":"s","id":"1"},"reason":"MetricsUnavailable","message":"refused","retriable":true}`))
+	f.Add([]byte(`{"input":{"source":"s","id":"1"},"reason":"BadQuery","Reason":"Unavailable","message":""}`))
+	f.Add([]byte(`{"input":{"source":"s","id":"1"},"reason":"` + strings.Repeat("R", 100) + `","message":"` + strings.Repeat("\u003c", 400) + `"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := scoreEvent("{}")
+		e.SetType(TypeScoreFailed)
+		_ = e.SetData(cloudevents.ApplicationJSON, data)
+		fl, err := DecodeFailure(e)
+		if err != nil {
+			return
+		}
+		if k, ok := repeatedKey(data); ok {
+			t.Fatalf("accepted a document that repeats key %q", k)
+		}
+		// Whatever a failure holds, its refusal fits Knative's dispatcher and still decodes with
+		// its reason (cut to 40 bytes) and retriable flag.
+		small, _ := FitRefusal(NewFailure("f", *fl))
+		if len(small.Data()) >= MaxRefusalBytes {
+			t.Fatalf("refusal of %d bytes: %s", len(small.Data()), small.Data())
+		}
+		back, err := DecodeFailure(&small)
+		if err != nil {
+			t.Fatalf("refusal does not decode: %v\n%s", err, small.Data())
+		}
+		if back.Reason != Reason(Truncate(string(fl.Reason), 40)) || back.Retriable != fl.Retriable {
+			t.Fatalf("refusal says %q retriable=%v, the failure %q retriable=%v", back.Reason, back.Retriable, fl.Reason, fl.Retriable)
 		}
 	})
 }
