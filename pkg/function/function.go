@@ -1,6 +1,6 @@
 // Package function is the runtime every scoreflow function shares: flags with environment
 // fallbacks, structured logs, a CloudEvents receiver, /healthz, /readyz, Prometheus /metrics and a
-// graceful shutdown. A function's main defines its flags, builds its handler and calls Run.
+// graceful shutdown. A function's main defines its flags, builds its handler and calls Main.
 package function
 
 import (
