@@ -120,7 +120,15 @@ type Report struct {
 
 // Run polls now and then at every tick until ctx ends or ticks closes. Each poll evaluates the
 // queries at the tick's time.
+//
+// Run starts from no memory: its first poll emits every series, as at the process's start. Under
+// leader election a replica runs it once per term, and while it did not lead another replica
+// delivered values this one never saw; comparing with its own old memory would hold back a change
+// back to a value it had delivered before.
 func (w *Watcher) Run(ctx context.Context, ticks <-chan time.Time) {
+	for i := range w.last {
+		clear(w.last[i])
+	}
 	w.Poll(ctx, w.opts.Now())
 	for {
 		select {

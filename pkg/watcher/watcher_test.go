@@ -337,6 +337,37 @@ func TestRunUsesTicks(t *testing.T) {
 	functest.EqualSamples(t, "tick", ev[1].samples, []contract.Sample{cpuSample("c1", t1, 0.9)})
 }
 
+// A second Run starts from no memory: its first poll emits the unchanged value again, since
+// another replica may have delivered other values while this one was not running.
+func TestRunStartsFromNoMemory(t *testing.T) {
+	p := promserver.Start(t)
+	s := functest.NewSink(t, functest.MetricChanged)
+	at := promserver.Aligned(time.Minute)
+	p.MustPush(t, cpu("c1", at, 0.5))
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	pc, err := prom.New(prom.Config{URL: p.URL, Timeout: 5 * time.Second}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, _ := function.NewSender(s.URL, "")
+	w, err := New(Config{Queries: []Query{{Metric: "cluster_cpu_ratio", Query: `test_cpu`, Deadband: Deadband{Absolute: 0.1}}}}, pc, snd,
+		Options{Source: "scoreflow/metric-watcher", Now: func() time.Time { return at }}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan time.Time)
+	close(closed)
+	for term := 1; term <= 2; term++ {
+		w.Run(context.Background(), closed) // one poll, at start
+		ev := take(s)
+		if len(ev) != 1 {
+			t.Fatalf("term %d: %d events, want 1 (the first poll of a term emits every series)", term, len(ev))
+		}
+		functest.EqualSamples(t, fmt.Sprintf("term %d", term), ev[0].samples, []contract.Sample{cpuSample("c1", at, 0.5)})
+	}
+}
+
 // More changed series than one event may carry go out in several events, none over the bound.
 func TestSplitsLargePolls(t *testing.T) {
 	p := promserver.Start(t)
