@@ -14,18 +14,23 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
 )
 
-// Function is a Knative Service from deploy/ as a local process: the binary its ko:// image names,
-// its container env with ConfigMap references resolved, and its ConfigMap volumes as files.
+// Function is a Knative Service or a Deployment (a source) from deploy/ as a local process: the
+// binary its ko:// image names, its container env with ConfigMap and downward-API references
+// resolved, and its ConfigMap volumes as files.
 type Function struct {
 	Namespace, Name string
-	Binary          string
-	Env             map[string]string
+	// Kind is its workload's: a Knative Service, which Knative resolves as an address, or a
+	// Deployment, which only sends.
+	Kind   schema.GroupVersionKind
+	Binary string
+	Env    map[string]string
 	// Files are mounted ConfigMap contents: local path -> content.
 	Files map[string][]byte
 	// ServiceAccount is the identity its pod runs as; Tokens the projected ServiceAccount tokens
@@ -56,15 +61,19 @@ func (f *Function) listen(scheme string, client *http.Client) error {
 // Key is namespace/name, as a broker.Services key.
 func (f *Function) Key() string { return f.Namespace + "/" + f.Name }
 
-// functionsFrom builds a Function for every Service whose image is a ko:// path of this repository.
-// Files of mounted ConfigMaps go under dir; env values that point into a mount point there instead.
+// Addressable reports whether Knative resolves f as an address (a Knative Service), which the
+// stack then points at its local process; a Deployment's pods are reached by nothing.
+func (f *Function) Addressable() bool { return f.Kind == knlocal.ServiceKind }
+
+// functionsFrom builds a Function for every Knative Service and Deployment whose image is a
+// ko:// path of this repository. Files of mounted ConfigMaps go under dir; env values that point
+// into a mount point there instead.
 func functionsFrom(set *manifests.Set, binDir, dir string) ([]*Function, error) {
 	var out []*Function
-	for _, it := range set.Services {
-		svc := it.Object
-		f, err := functionFrom(set, svc, binDir, filepath.Join(dir, svc.Name))
+	for _, w := range set.Workloads() {
+		f, err := functionFrom(set, w, binDir, filepath.Join(dir, w.ObjectMeta.Name))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", it.Source, err)
+			return nil, fmt.Errorf("%s: %w", w.Source, err)
 		}
 		if f != nil {
 			out = append(out, f)
@@ -74,17 +83,18 @@ func functionsFrom(set *manifests.Set, binDir, dir string) ([]*Function, error) 
 	return out, nil
 }
 
-func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string) (*Function, error) {
-	spec := svc.Spec.Template.Spec.PodSpec
+func functionFrom(set *manifests.Set, w manifests.Workload, binDir, dir string) (*Function, error) {
+	spec := w.Template.Spec
+	name, namespace := w.ObjectMeta.Name, w.ObjectMeta.Namespace
 	if len(spec.Containers) != 1 {
-		return nil, fmt.Errorf("service %s has %d containers, want 1", svc.Name, len(spec.Containers))
+		return nil, fmt.Errorf("%s %s has %d containers, want 1", w.Kind.Kind, name, len(spec.Containers))
 	}
 	c := spec.Containers[0]
 	importPath, ok := manifests.KoImportPath(c.Image)
 	if !ok {
 		return nil, nil // not one of ours (cloudevents-player): not run locally
 	}
-	f := &Function{Namespace: svc.Namespace, Name: svc.Name, Binary: filepath.Join(binDir, path.Base(importPath)),
+	f := &Function{Namespace: namespace, Name: name, Kind: w.Kind, Binary: filepath.Join(binDir, path.Base(importPath)),
 		Env: map[string]string{}, Files: map[string][]byte{}, ServiceAccount: spec.ServiceAccountName,
 		Tokens: map[string]corev1.ServiceAccountTokenProjection{}}
 	if f.ServiceAccount == "" {
@@ -111,7 +121,7 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 		if vol == nil || vol.ConfigMap == nil {
 			return nil, fmt.Errorf("volume %q: only ConfigMap volumes, optional Secrets and projected ServiceAccount tokens run locally", m.Name)
 		}
-		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, vol.ConfigMap.Name)
+		cm, ok := manifests.Find(set.ConfigMaps, namespace, vol.ConfigMap.Name)
 		if !ok {
 			return nil, fmt.Errorf("volume %q: no ConfigMap %s", m.Name, vol.ConfigMap.Name)
 		}
@@ -125,7 +135,7 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 		if from.ConfigMapRef == nil {
 			return nil, fmt.Errorf("envFrom: only ConfigMaps run locally")
 		}
-		cm, ok := manifests.Find(set.ConfigMaps, svc.Namespace, from.ConfigMapRef.Name)
+		cm, ok := manifests.Find(set.ConfigMaps, namespace, from.ConfigMapRef.Name)
 		if !ok {
 			return nil, fmt.Errorf("envFrom: no ConfigMap %s", from.ConfigMapRef.Name)
 		}
@@ -134,7 +144,7 @@ func functionFrom(set *manifests.Set, svc *servingv1.Service, binDir, dir string
 		}
 	}
 	for _, e := range c.Env {
-		v, err := envValue(set, svc.Namespace, e)
+		v, err := envValue(set, namespace, name, e)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -187,10 +197,16 @@ func findVolume(vols []corev1.Volume, name string) *corev1.Volume {
 	return nil
 }
 
-func envValue(set *manifests.Set, namespace string, e corev1.EnvVar) (string, error) {
+// envValue resolves a container's env var as a kubelet would for a pod of workload namespace/name
+// (the downward API's metadata.name is the pod's, here the workload's name with -local).
+func envValue(set *manifests.Set, namespace, name string, e corev1.EnvVar) (string, error) {
 	switch {
 	case e.ValueFrom == nil:
 		return e.Value, nil
+	case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+		return namespace, nil
+	case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+		return name + "-local", nil
 	case e.ValueFrom.ConfigMapKeyRef != nil:
 		ref := e.ValueFrom.ConfigMapKeyRef
 		cm, ok := manifests.Find(set.ConfigMaps, namespace, ref.Name)
@@ -203,7 +219,7 @@ func envValue(set *manifests.Set, namespace string, e corev1.EnvVar) (string, er
 		}
 		return v, nil
 	}
-	return "", fmt.Errorf("only values and ConfigMap keys run locally")
+	return "", fmt.Errorf("only values, ConfigMap keys and the pod's name and namespace run locally")
 }
 
 // start runs f on its port with this process's environment, its manifest's variables, then what

@@ -39,7 +39,7 @@ func (s *Stack) identityEnv(ctx context.Context, f *Function, boundBySink bool) 
 	var mounts map[string]string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		mounts, err = s.Knative.ServiceSecretMounts(ctx, f.Namespace, f.Name)
+		mounts, err = s.Knative.WorkloadSecretMounts(ctx, f.Kind, f.Namespace, f.Name)
 		return err == nil && mounts[filepath.Dir(function.SinkTokenFile)] != "", nil
 	})
 	if err != nil {

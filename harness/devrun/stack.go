@@ -234,6 +234,14 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	for _, f := range fns {
 		s.Functions[f.Name] = f // recorded first, so that Stop stops them if a start fails
+		if !f.Addressable() {
+			// A source's pods are reached by no one but their probes and Prometheus: plain
+			// HTTP, as on a cluster, where no Serving certificate is issued for a Deployment.
+			if err = f.listen("http", s.Client); err != nil {
+				return s, err
+			}
+			continue
+		}
 		if err = f.listen(scheme, s.Client); err != nil {
 			return s, err
 		}
@@ -399,6 +407,7 @@ func (s *Stack) topology(ctx context.Context) error {
 
 // extraEnv is what a cluster would give each function beyond its manifest: HTTP_PROXY to reach
 // cluster services; K_SINK and K_CE_OVERRIDES as the SinkBinding injected them on the hub; its
+// namespace (POD_NAMESPACE, where a pod reads its ServiceAccount's namespace file); its
 // projected ServiceAccount tokens, kept current; for a ServiceAccount that mounts a token, a
 // kubeconfig with a token of that ServiceAccount (so each function has exactly the RBAC deploy/
 // grants it) and that token as a file; the local Prometheus; the demo's metric-watcher
@@ -427,10 +436,13 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 		if _, ok := f.Env["PROMETHEUS_URL"]; ok {
 			env = append(env, "PROMETHEUS_URL="+s.Prometheus.URL)
 		}
-		onHub, err := s.Knative.ServiceEnv(ctx, f.Namespace, f.Name)
+		onHub, err := s.Knative.WorkloadEnv(ctx, f.Kind, f.Namespace, f.Name)
 		if err != nil {
 			return nil, err
 		}
+		// A pod learns its namespace from its mounted ServiceAccount namespace file (or the
+		// downward API): leader election puts its Lease there.
+		env = append(env, "POD_NAMESPACE="+f.Namespace)
 		for _, k := range []string{"K_SINK", "K_CE_OVERRIDES"} {
 			if v, ok := onHub[k]; ok {
 				env = append(env, k+"="+v)
@@ -443,7 +455,14 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 			}
 			env = append(env, id...)
 		}
-		if s.opts.TLS {
+		if s.opts.TLS && !f.Addressable() {
+			// A source serves no TLS of its own; it trusts what its SinkBinding injected.
+			ca := onHub["K_CA_CERTS"]
+			if ca == "" {
+				ca = string(s.Knative.CA.PEM())
+			}
+			env = append(env, "K_CA_CERTS="+ca)
+		} else if s.opts.TLS {
 			tlsEnv, err := s.tlsEnv(f, onHub["K_CA_CERTS"])
 			if err != nil {
 				return nil, err
@@ -452,21 +471,22 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 		}
 		extra[f.Name] = env
 	}
-	for _, it := range set.Services {
-		sa := it.Object.Spec.Template.Spec.ServiceAccountName
-		acct, ok := manifests.Find(set.ServiceAccounts, it.Object.Namespace, sa)
-		if _, run := extra[it.Object.Name]; !run || !ok || acct.Object.AutomountServiceAccountToken == nil || !*acct.Object.AutomountServiceAccountToken {
+	for _, w := range set.Workloads() {
+		ns, name := w.ObjectMeta.Namespace, w.ObjectMeta.Name
+		sa := w.Template.Spec.ServiceAccountName
+		acct, ok := manifests.Find(set.ServiceAccounts, ns, sa)
+		if _, run := extra[name]; !run || !ok || acct.Object.AutomountServiceAccountToken == nil || !*acct.Object.AutomountServiceAccountToken {
 			continue
 		}
-		kubeconfig, err := s.Knative.ServiceAccountKubeconfig(ctx, it.Object.Namespace, sa)
+		kubeconfig, err := s.Knative.ServiceAccountKubeconfig(ctx, ns, sa)
 		if err != nil {
 			return nil, err
 		}
-		token := filepath.Join(s.StateDir, "files", it.Object.Name, "serviceaccount", "token")
-		if err := s.Knative.ProjectToken(s.runCtx, it.Object.Namespace, sa, "", time.Hour, token); err != nil {
+		token := filepath.Join(s.StateDir, "files", name, "serviceaccount", "token")
+		if err := s.Knative.ProjectToken(s.runCtx, ns, sa, "", time.Hour, token); err != nil {
 			return nil, err
 		}
-		extra[it.Object.Name] = append(extra[it.Object.Name], "KUBECONFIG="+kubeconfig, "TOKEN_DISCOVERY_TOKEN_FILE="+token)
+		extra[name] = append(extra[name], "KUBECONFIG="+kubeconfig, "TOKEN_DISCOVERY_TOKEN_FILE="+token)
 	}
 	watcherConfig := s.opts.WatcherConfig
 	if watcherConfig == "" && s.opts.Demo {
@@ -510,11 +530,11 @@ func startAll(ctx context.Context, fns []*Function, env map[string][]string, log
 	return errors.Join(all...)
 }
 
-// boundBySink reports whether a SinkBinding of set has f's Service as its subject.
+// boundBySink reports whether a SinkBinding of set has f's workload as its subject.
 func boundBySink(set *manifests.Set, f *Function) bool {
 	for _, b := range set.SinkBindings {
 		subj := b.Object.Spec.Subject
-		if b.Object.Namespace == f.Namespace && subj.Kind == "Service" && subj.Name == f.Name {
+		if b.Object.Namespace == f.Namespace && subj.APIVersion == f.Kind.GroupVersion().String() && subj.Kind == f.Kind.Kind && subj.Name == f.Name {
 			return true
 		}
 	}

@@ -29,6 +29,7 @@ var (
 	SinkBindingKind     = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "SinkBinding"}
 	ApiServerSourceKind = schema.GroupVersionKind{Group: "sources.knative.dev", Version: "v1", Kind: "ApiServerSource"}
 	ServiceKind         = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
+	DeploymentKind      = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	EventPolicyKind     = schema.GroupVersionKind{Group: "eventing.knative.dev", Version: "v1alpha1", Kind: "EventPolicy"}
 )
 
@@ -89,18 +90,15 @@ func (k *Knative) serviceName(ctx context.Context, namespace, name, url string) 
 	return k.publishEndpoints(ctx, namespace, name, []discoveryv1.EndpointPort{port("http", p)})
 }
 
-// ServiceEnv is the environment of the Service's first container as it is on the hub, where a
-// SinkBinding has injected K_SINK and K_CE_OVERRIDES.
-func (k *Knative) ServiceEnv(ctx context.Context, namespace, name string) (map[string]string, error) {
-	ri, err := k.Applier.Resource(ServiceKind, namespace)
+// WorkloadEnv is the environment of the first container of a workload (kind ServiceKind or
+// DeploymentKind) as it is on the hub, where a SinkBinding has injected K_SINK, K_CE_OVERRIDES
+// and K_CA_CERTS.
+func (k *Knative) WorkloadEnv(ctx context.Context, kind schema.GroupVersionKind, namespace, name string) (map[string]string, error) {
+	obj, err := k.workload(ctx, kind, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := ri.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	containers, _, _ := unstructured.NestedSlice(svc.Object, "spec", "template", "spec", "containers")
+	containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 	env := map[string]string{}
 	if len(containers) == 0 {
 		return env, nil
@@ -113,6 +111,18 @@ func (k *Knative) ServiceEnv(ctx context.Context, namespace, name string) (map[s
 		env[n] = val
 	}
 	return env, nil
+}
+
+// workload is the hub's copy of a Knative Service or Deployment.
+func (k *Knative) workload(ctx context.Context, kind schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	if kind != ServiceKind && kind != DeploymentKind {
+		return nil, fmt.Errorf("%s %s/%s: only Knative Services and Deployments run locally", kind.Kind, namespace, name)
+	}
+	ri, err := k.Applier.Resource(kind, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return ri.Get(ctx, name, metav1.GetOptions{})
 }
 
 // WaitReady waits until every object of the given kinds in namespace has condition Ready=True, and

@@ -13,20 +13,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
-// ServiceSecretMounts are the Secrets the hub's copy of a Service mounts into its first container,
-// by mount path: what Knative added to it (a SinkBinding with sender identity on mounts its token
-// Secret at /oidc), which a local process of that Service needs as files.
-func (k *Knative) ServiceSecretMounts(ctx context.Context, namespace, name string) (map[string]string, error) {
-	ri, err := k.Applier.Resource(ServiceKind, namespace)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := ri.Get(ctx, name, metav1.GetOptions{})
+// WorkloadSecretMounts are the Secrets the hub's copy of a workload (kind ServiceKind or
+// DeploymentKind) mounts into its first container, by mount path: what Knative added to it (a
+// SinkBinding with sender identity on mounts its token Secret at /oidc), which a local process of
+// that workload needs as files.
+func (k *Knative) WorkloadSecretMounts(ctx context.Context, kind schema.GroupVersionKind, namespace, name string) (map[string]string, error) {
+	svc, err := k.workload(ctx, kind, namespace, name)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,7 @@ type Set struct {
 	ApiServerSources    []Item[*sourcesv1.ApiServerSource]
 	SinkBindings        []Item[*sourcesv1.SinkBinding]
 	Services            []Item[*servingv1.Service]
+	Deployments         []Item[*appsv1.Deployment]
 	EventPolicies       []Item[*eventingv1alpha1.EventPolicy]
 	EventTypes          []Item[*eventingv1beta2.EventType]
 
@@ -97,6 +99,7 @@ var Kinds = []schema.GroupVersionKind{
 	sourcesv1.SchemeGroupVersion.WithKind("ApiServerSource"),
 	sourcesv1.SchemeGroupVersion.WithKind("SinkBinding"),
 	servingv1.SchemeGroupVersion.WithKind("Service"),
+	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	eventingv1alpha1.SchemeGroupVersion.WithKind("EventPolicy"),
 	eventingv1beta2.SchemeGroupVersion.WithKind("EventType"),
 }
@@ -108,7 +111,7 @@ var (
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, rbacv1.AddToScheme, eventingv1.AddToScheme, sourcesv1.AddToScheme, servingv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, eventingv1.AddToScheme, sourcesv1.AddToScheme, servingv1.AddToScheme,
 		eventingv1alpha1.AddToScheme, eventingv1beta2.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
@@ -329,6 +332,8 @@ func (s *Set) add(src Source, obj Object) {
 		s.SinkBindings = append(s.SinkBindings, Item[*sourcesv1.SinkBinding]{src, o})
 	case *servingv1.Service:
 		s.Services = append(s.Services, Item[*servingv1.Service]{src, o})
+	case *appsv1.Deployment:
+		s.Deployments = append(s.Deployments, Item[*appsv1.Deployment]{src, o})
 	case *eventingv1alpha1.EventPolicy:
 		s.EventPolicies = append(s.EventPolicies, Item[*eventingv1alpha1.EventPolicy]{src, o})
 	case *eventingv1beta2.EventType:
@@ -367,6 +372,44 @@ func Find[T Object](items []Item[T], namespace, name string) (Item[T], bool) {
 		}
 	}
 	return Item[T]{}, false
+}
+
+// Workload is an object that runs a function's pods: a Knative Service (a function that receives
+// events or requests) or a Deployment (a source, which only sends: bound to its sink by a
+// SinkBinding).
+type Workload struct {
+	Source Source
+	// Kind is the object's kind, as a SinkBinding's subject names it.
+	Kind       schema.GroupVersionKind
+	ObjectMeta *metav1.ObjectMeta
+	// Template is the pod template's metadata and spec (a Knative Service's, without Serving's
+	// additions; a Deployment's as written).
+	Template *corev1.PodTemplateSpec
+}
+
+// Workloads are the set's Knative Services, then its Deployments, each in load order.
+func (s *Set) Workloads() []Workload {
+	var out []Workload
+	for _, it := range s.Services {
+		svc := it.Object
+		out = append(out, Workload{Source: it.Source, Kind: servingv1.SchemeGroupVersion.WithKind("Service"), ObjectMeta: &svc.ObjectMeta,
+			Template: &corev1.PodTemplateSpec{ObjectMeta: svc.Spec.Template.ObjectMeta, Spec: svc.Spec.Template.Spec.PodSpec}})
+	}
+	for _, it := range s.Deployments {
+		d := it.Object
+		out = append(out, Workload{Source: it.Source, Kind: appsv1.SchemeGroupVersion.WithKind("Deployment"), ObjectMeta: &d.ObjectMeta, Template: &d.Spec.Template})
+	}
+	return out
+}
+
+// FindWorkload is the workload namespace/name of ws.
+func FindWorkload(ws []Workload, namespace, name string) (Workload, bool) {
+	for _, w := range ws {
+		if w.ObjectMeta.Namespace == namespace && w.ObjectMeta.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
 }
 
 // ServiceEnv reads the Knative Service namespace/name from the manifest at path and returns the
