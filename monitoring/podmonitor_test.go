@@ -55,21 +55,33 @@ type podMonitor struct {
 	} `json:"spec"`
 }
 
-func loadPodMonitor(t *testing.T) podMonitor {
+// loadPodMonitors are the PodMonitors of monitoring/podmonitor.yaml: the functions' (Knative
+// Services) first, then the sources' (Deployments).
+func loadPodMonitors(t *testing.T) []podMonitor {
 	t.Helper()
 	raw, err := os.ReadFile(podMonitorFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pm podMonitor
-	if err := yaml.UnmarshalStrict(raw, &pm); err != nil {
-		t.Fatalf("%s: %v", podMonitorFile, err)
+	var out []podMonitor
+	for i, doc := range strings.Split(string(raw), "\n---\n") {
+		var pm podMonitor
+		if err := yaml.UnmarshalStrict([]byte(doc), &pm); err != nil {
+			t.Fatalf("%s document %d: %v", podMonitorFile, i+1, err)
+		}
+		if pm.APIVersion != "monitoring.coreos.com/v1" || pm.Kind != "PodMonitor" || len(pm.Spec.PodMetricsEndpoints) == 0 {
+			t.Fatalf("%s document %d is a %s %s with %d endpoints", podMonitorFile, i+1, pm.APIVersion, pm.Kind, len(pm.Spec.PodMetricsEndpoints))
+		}
+		out = append(out, pm)
 	}
-	if pm.APIVersion != "monitoring.coreos.com/v1" || pm.Kind != "PodMonitor" || len(pm.Spec.PodMetricsEndpoints) == 0 {
-		t.Fatalf("%s is a %s %s with %d endpoints", podMonitorFile, pm.APIVersion, pm.Kind, len(pm.Spec.PodMetricsEndpoints))
+	if len(out) != 2 {
+		t.Fatalf("%s has %d PodMonitors, want 2 (functions, sources)", podMonitorFile, len(out))
 	}
-	return pm
+	return out
 }
+
+// loadPodMonitor is the functions' PodMonitor, the one that selects Knative Serving's pods.
+func loadPodMonitor(t *testing.T) podMonitor { return loadPodMonitors(t)[0] }
 
 // operatorScrapeConfigs are the scrape_configs the Prometheus Operator renders from pm, one job per
 // endpoint, as its configuration generator does (prometheus-operator pkg/prometheus/promcfg.go,
@@ -191,26 +203,72 @@ func servingPods(t *testing.T) (map[string]corev1.PodTemplateSpec, map[string]bo
 	return pods, functions
 }
 
-// TestPodMonitorSelectsEveryFunction: the PodMonitor selects the pods Knative Serving makes of
-// every function of deploy/ and of nothing else (cloudevents-player has no /metrics), in the
-// namespace they run in, and its port is each function's own container port.
-func TestPodMonitorSelectsEveryFunction(t *testing.T) {
-	pm := loadPodMonitor(t)
-	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+// sourcePods are the pod templates of config/default's Deployments (the sources), by name, and
+// whether each runs a function of this repository.
+func sourcePods(t *testing.T) (map[string]corev1.PodTemplateSpec, map[string]bool) {
+	t.Helper()
+	built, err := manifests.Build(filepath.Join("..", "config", "default"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	set, err := manifests.Decode(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, functions := map[string]corev1.PodTemplateSpec{}, map[string]bool{}
+	for _, it := range set.Deployments {
+		d := it.Object
+		pods[d.Name] = d.Spec.Template
+		functions[d.Name] = strings.HasPrefix(d.Spec.Template.Spec.Containers[0].Image, "ko://")
+	}
+	return pods, functions
+}
+
+// TestPodMonitorSelectsEveryFunction: exactly one PodMonitor selects the pods of every function of
+// deploy/ (those Knative Serving makes of its Services, and the sources' Deployments' as written)
+// and none selects anything else (cloudevents-player has no /metrics), in the namespace they run
+// in, and the selecting one's port is the function's own container port.
+func TestPodMonitorSelectsEveryFunction(t *testing.T) {
+	pms := loadPodMonitors(t)
+	sels := make([]labels.Selector, len(pms))
+	for i, pm := range pms {
+		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sels[i] = sel
+		if got := strings.Join(pm.Spec.NamespaceSelector.MatchNames, ","); got != "scoreflow" || pm.Metadata.Namespace != "scoreflow" {
+			t.Errorf("%s: %s watches namespaces %s from %s, want scoreflow", podMonitorFile, pm.Metadata.Name, got, pm.Metadata.Namespace)
+		}
+	}
 	pods, functions := servingPods(t)
+	sources, sourceFunctions := sourcePods(t)
+	if len(sources) == 0 {
+		t.Fatal("config/default has no Deployment: the sources' PodMonitor checks nothing")
+	}
+	for name, pod := range sources {
+		pods[name], functions[name] = pod, sourceFunctions[name]
+	}
 	n := 0
 	for name, pod := range pods {
-		if got := sel.Matches(labels.Set(pod.Labels)); got != functions[name] {
-			t.Errorf("%s: the PodMonitor selects its pods: %v, want %v (labels %v)", podMonitorFile, got, functions[name], pod.Labels)
+		var by []podMonitor
+		for i, sel := range sels {
+			if sel.Matches(labels.Set(pod.Labels)) {
+				by = append(by, pms[i])
+			}
 		}
-		if !functions[name] {
+		want := 0
+		if functions[name] {
+			want = 1
+		}
+		if len(by) != want {
+			t.Errorf("%s: %d PodMonitors select the pods of %s, want %d (labels %v)", podMonitorFile, len(by), name, want, pod.Labels)
+		}
+		if !functions[name] || len(by) != 1 {
 			continue
 		}
 		n++
-		for _, ep := range pm.Spec.PodMetricsEndpoints {
+		for _, ep := range by[0].Spec.PodMetricsEndpoints {
 			var in []string
 			for _, c := range pod.Spec.Containers {
 				for _, p := range c.Ports {
@@ -226,9 +284,6 @@ func TestPodMonitorSelectsEveryFunction(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d functions in config/default", n)
-	}
-	if got := strings.Join(pm.Spec.NamespaceSelector.MatchNames, ","); got != "scoreflow" || pm.Metadata.Namespace != "scoreflow" {
-		t.Errorf("%s watches namespaces %s from %s, want scoreflow", podMonitorFile, got, pm.Metadata.Namespace)
 	}
 }
 

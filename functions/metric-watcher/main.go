@@ -1,8 +1,10 @@
 // Command metric-watcher polls PromQL queries and emits io.scoreflow.metric.changed to its sink
 // (K_SINK, set by a SinkBinding) for the clusters whose value moved beyond a deadband.
 //
-// It is a source, not an event receiver: it serves /healthz, /readyz and /metrics, and answers
-// 404 on every other path (a POSTed event included).
+// It is a source, not an event receiver: a Deployment bound to the broker by a SinkBinding. It
+// serves /healthz, /readyz and /metrics, and answers 404 on every other path (a POSTed event
+// included). It polls only while it holds its Lease (--leader-elect, package pkg/leader), so that
+// a second replica, or a rollout's overlap, never emits a change twice.
 package main
 
 import (
@@ -13,8 +15,11 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/leader"
 	"github.com/scoreflow/scoreflow/pkg/prom"
 	"github.com/scoreflow/scoreflow/pkg/watcher"
 )
@@ -26,6 +31,8 @@ type config struct {
 	sender     func() (*function.Sender, error)
 	opts       watcher.Options
 	prom       *prom.Config
+	kubeconfig string
+	leader     *leader.Flags
 }
 
 func newFunction() (*function.Function, *config) {
@@ -46,6 +53,8 @@ func newFunction() (*function.Function, *config) {
 	fs.IntVar(&c.opts.Concurrency, "query-concurrency", 4, "queries evaluated at once")
 	fs.Lookup("prometheus-timeout").Usage = "timeout of one query, also passed to Prometheus; a query that times out emits nothing that poll and keeps its state"
 	fs.Lookup("port").Usage = "HTTP port for /healthz, /readyz and /metrics (no events are received)"
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster holding the --leader-elect Lease (empty: in-cluster config); unused without --leader-elect")
+	c.leader = leader.AddFlags(fs, "metric-watcher")
 	return fn, c
 }
 
@@ -76,6 +85,10 @@ func main() {
 			fn.Log.Info("watching", "metric", q.Metric, "query", q.Query, "clusterLabel", q.ClusterLabel,
 				"deadbandAbsolute", q.Deadband.Absolute, "deadbandRelative", q.Deadband.Relative)
 		}
+		elector, err := c.elector(fn)
+		if err != nil {
+			return err
+		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(flagValue(fn, "address"), flagValue(fn, "port")))
 		if err != nil {
 			return err
@@ -83,15 +96,37 @@ func main() {
 
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ticker := time.NewTicker(c.interval)
-		defer ticker.Stop()
 		done := make(chan struct{})
-		go func() { defer close(done); w.Run(ctx, ticker.C) }()
+		go func() {
+			defer close(done)
+			leader.RunOrAlways(ctx, elector, func(ctx context.Context) {
+				ticker := time.NewTicker(c.interval)
+				defer ticker.Stop()
+				w.Run(ctx, ticker.C)
+			})
+		}()
 		err = fn.ServeListener(ctx, ln, handler(fn))
 		cancel() // the server stopped on its own: stop polling too
 		<-done
 		return err
 	})
+}
+
+// elector is the Lease the polling runs under, nil with --leader-elect off.
+func (c *config) elector(fn *function.Function) (*leader.Elector, error) {
+	if !c.leader.Enabled() {
+		return nil, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--leader-elect: cluster config (run outside a cluster with --kubeconfig, or alone with --leader-elect=false): %w", err)
+	}
+	cfg.UserAgent = "scoreflow-metric-watcher"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.leader.Elector(kube, fn.Log)
 }
 
 // handler serves the runtime's /healthz, /readyz and /metrics, and 404 elsewhere: the runtime's

@@ -14,6 +14,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -23,7 +24,8 @@ func TestMain(m *testing.M) { functest.Main(m, main) }
 // Every flag has its own explanation in --help.
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	fn, _ := newFunction()
-	functest.HelpExplainsEveryFlag(t, fn, "--config", "--query", "--deadband-absolute", "--deadband-relative", "--interval", "--prometheus-url", "K_SINK", "K_CE_OVERRIDES")
+	functest.HelpExplainsEveryFlag(t, fn, "--config", "--query", "--deadband-absolute", "--deadband-relative", "--interval", "--prometheus-url", "K_SINK", "K_CE_OVERRIDES",
+		"--leader-elect", "--kubeconfig")
 }
 
 // The binary as a SinkBinding runs it, against a real Prometheus: it polls at start and on its
@@ -49,7 +51,7 @@ func TestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := functest.Start(t, []string{"K_SINK=" + sink.URL, `K_CE_OVERRIDES={"extensions":{"sinkbinding":"mw"}}`,
-		"PROMETHEUS_URL=" + p.URL, "CONFIG=" + cfg}, "--interval", "100ms")
+		"PROMETHEUS_URL=" + p.URL, "CONFIG=" + cfg, "LEADER_ELECT=false"}, "--interval", "100ms")
 
 	next := func(what string) []contract.Sample {
 		select {
@@ -112,6 +114,7 @@ func TestBinary(t *testing.T) {
 func TestBinaryRefusesBadConfig(t *testing.T) {
 	prom := "PROMETHEUS_URL=http://127.0.0.1:1"
 	sink := "K_SINK=http://127.0.0.1:1"
+	t.Setenv("LEADER_ELECT", "false")
 	for _, tt := range []struct {
 		args, env []string
 		want      string
@@ -127,5 +130,82 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		if code != 1 || !strings.Contains(out, tt.want) {
 			t.Errorf("%v: exit %d, output %s; want exit 1 naming %s", tt.args, code, out, tt.want)
 		}
+	}
+}
+
+// Two replicas, as a Deployment scaled to two or a rollout's overlap runs them, against a real API
+// server and Prometheus: only the one holding the Lease polls and sends; when it stops, it
+// releases the Lease and the other takes over without waiting for it to expire, its first poll
+// emitting every series again (the scorers may have missed nothing, but this replica cannot know).
+func TestTwoReplicasOnePolls(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	p := promserver.Start(t)
+	p.MustPush(t, promserver.Gauge(map[string]string{"__name__": "test_cpu", "cluster": "c1"}, time.Now().Add(-time.Second), 0.5))
+	sink := functest.NewSink(t, functest.MetricChanged)
+	cfg := filepath.Join(t.TempDir(), "watcher.yaml")
+	if err := os.WriteFile(cfg, []byte("queries:\n  - metric: cluster_cpu_ratio\n    query: test_cpu\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A Lease that expires only 10s after its last renewal: a takeover well within that is the
+	// released Lease, not an expired one.
+	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=default", "K_SINK=" + sink.URL, "PROMETHEUS_URL=" + p.URL, "CONFIG=" + cfg}
+	args := []string{"--interval", "100ms", "--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s", "--leader-elect-retry-period", "250ms"}
+	replicas := []*functest.Process{functest.Start(t, env, args...), functest.Start(t, env, args...)}
+	polls := func(r *functest.Process) int {
+		_, m := functest.Get(t, r.URL+"/metrics")
+		v := regexp.MustCompile(`(?m)^scoreflow_watcher_polls_total (\d+)$`).FindStringSubmatch(m)
+		if v == nil {
+			return 0 // not registered until the first poll
+		}
+		n, _ := strconv.Atoi(v[1])
+		return n
+	}
+	arrived := func(what string) {
+		t.Helper()
+		select {
+		case <-sink.Arrived():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no event %s", what)
+		}
+	}
+	arrived("from the first leader's first poll")
+	var lead, follower *functest.Process
+	for deadline := time.Now().Add(10 * time.Second); lead == nil; time.Sleep(50 * time.Millisecond) {
+		switch a, b := polls(replicas[0]), polls(replicas[1]); {
+		case a >= 10 && b == 0:
+			lead, follower = replicas[0], replicas[1]
+		case b >= 10 && a == 0:
+			lead, follower = replicas[1], replicas[0]
+		case a > 0 && b > 0:
+			t.Fatalf("both replicas poll: %d and %d polls", a, b)
+		case time.Now().After(deadline):
+			t.Fatalf("no replica made 10 polls at --interval 100ms in 10s (%d, %d)", a, b)
+		}
+	}
+	if n := polls(follower); n != 0 {
+		t.Fatalf("the follower polled %d times while the other led", n)
+	}
+	select {
+	case e := <-sink.Arrived():
+		t.Fatalf("an unchanged value was sent again while one replica led: %v", e)
+	default:
+	}
+
+	stopped := time.Now()
+	lead.Stop(t, 10*time.Second)
+	arrived("from the new leader's first poll, which emits every series again")
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("the other replica took over %s after the leader stopped: it waited for the Lease to expire instead of its release", took)
+	}
+	if n := polls(follower); n == 0 {
+		t.Error("the replica that sent after the takeover has not polled")
 	}
 }

@@ -10,10 +10,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/manifests"
 )
 
-// TestEveryServiceRunsLocally: each Service of deploy/ becomes a local process description;
+// TestEveryServiceRunsLocally: each Service and Deployment of deploy/ becomes a local process description;
 // mounted ConfigMaps become files, optional Secrets an empty directory, projected ServiceAccount
 // tokens files the stack keeps current, and env paths into any of them point at the local copy.
 func TestEveryServiceRunsLocally(t *testing.T) {
@@ -39,6 +40,16 @@ func TestEveryServiceRunsLocally(t *testing.T) {
 	} else if tok, ok := m.Tokens[m.Env["OPTIMIZER_TOKEN_FILE"]]; !ok || tok.Audience != "scoreflow/optimizer" || m.ServiceAccount != "mcp-server" {
 		t.Errorf("mcp-server: OPTIMIZER_TOKEN_FILE %q, tokens %+v, account %q; want a token of mcp-server for scoreflow/optimizer there",
 			m.Env["OPTIMIZER_TOKEN_FILE"], m.Tokens, m.ServiceAccount)
+	}
+	// A source is a Deployment: run like the Services, but nothing resolves it as an address.
+	if mw := byName["metric-watcher"]; mw == nil {
+		t.Error("no metric-watcher")
+	} else if _, ok := mw.Files[mw.Env["CONFIG"]]; !ok || mw.Kind != knlocal.DeploymentKind || mw.Addressable() || !boundBySink(set, mw) {
+		t.Errorf("metric-watcher: kind %v, addressable %v, bound by a SinkBinding %v, CONFIG %q among %v; want a Deployment, not addressable, bound, its ConfigMap's file",
+			mw.Kind, mw.Addressable(), boundBySink(set, mw), mw.Env["CONFIG"], mw.Files)
+	}
+	if o := byName["optimizer"]; o == nil || o.Kind != knlocal.ServiceKind || !o.Addressable() || boundBySink(set, o) {
+		t.Errorf("optimizer: %+v; want a Knative Service, addressable, bound by no SinkBinding", o)
 	}
 	w := byName["score-writer"]
 	if w == nil {

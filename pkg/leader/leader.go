@@ -194,7 +194,7 @@ func AddFlags(fs *flag.FlagSet, name string) *Flags {
 	return &Flags{
 		enabled:     fs.Bool("leader-elect", true, "run the background work in one replica at a time, under a Lease (off: in every replica, for a single one outside a cluster)"),
 		namespace:   fs.String("leader-elect-namespace", "", "namespace of the Lease (empty: POD_NAMESPACE, then the ServiceAccount's namespace)"),
-		name:        fs.String("leader-elect-lease", name, "name of the Lease"),
+		name:        fs.String("leader-elect-lease", name, "name of the Lease whose holder does the background work"),
 		lease:       fs.Duration("leader-elect-lease-duration", DefaultLeaseDuration, "how long a Lease lasts unrenewed: a crashed leader's work resumes elsewhere within it"),
 		renew:       fs.Duration("leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader retries renewing before it stops its work"),
 		retryPeriod: fs.Duration("leader-elect-retry-period", DefaultRetryPeriod, "how often candidates try for the Lease and the leader renews it"),

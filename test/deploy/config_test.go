@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -155,48 +154,47 @@ func TestDSFBridgeConfig(t *testing.T) {
 	}
 }
 
-// mountedFile returns the content of the file a Service's env var names, from the ConfigMap
-// mounted there: what the function reads at run time.
-func mountedFile(s *manifests.Set, service, env string) ([]byte, error) {
-	it, ok := manifests.Find(s.Services, Namespace, service)
-	if !ok {
-		if len(s.Services) > 0 {
-			it, ok = manifests.Find(s.Services, s.Services[0].Object.Namespace, service)
-		}
-		if !ok {
-			return nil, fmt.Errorf("service %s not found", service)
-		}
+// mountedFile returns the content of the file a Service's or Deployment's env var names, from
+// the ConfigMap mounted there: what the function reads at run time.
+func mountedFile(s *manifests.Set, workload, env string) ([]byte, error) {
+	ws := s.Workloads()
+	w, ok := manifests.FindWorkload(ws, Namespace, workload)
+	if !ok && len(ws) > 0 {
+		w, ok = manifests.FindWorkload(ws, ws[0].ObjectMeta.Namespace, workload)
 	}
-	return fileFromEnv(s, it.Object, env)
+	if !ok {
+		return nil, fmt.Errorf("%s not found", workload)
+	}
+	return fileFromEnv(s, w.ObjectMeta.Namespace, workload, w.Template.Spec, env)
 }
 
-func fileFromEnv(s *manifests.Set, svc *servingv1.Service, env string) ([]byte, error) {
-	c := svc.Spec.Template.Spec.Containers[0]
+func fileFromEnv(s *manifests.Set, namespace, name string, pod corev1.PodSpec, env string) ([]byte, error) {
+	c := pod.Containers[0]
 	path := envValue(c, env)
 	if path == "" {
-		return nil, fmt.Errorf("service %s: no env %s", svc.Name, env)
+		return nil, fmt.Errorf("%s: no env %s", name, env)
 	}
 	for _, m := range c.VolumeMounts {
 		rel, err := filepath.Rel(m.MountPath, path)
 		if err != nil || strings.HasPrefix(rel, "..") {
 			continue
 		}
-		for _, v := range svc.Spec.Template.Spec.Volumes {
+		for _, v := range pod.Volumes {
 			if v.Name != m.Name || v.ConfigMap == nil {
 				continue
 			}
-			cm, ok := manifests.Find(s.ConfigMaps, svc.Namespace, v.ConfigMap.Name)
+			cm, ok := manifests.Find(s.ConfigMaps, namespace, v.ConfigMap.Name)
 			if !ok {
-				return nil, fmt.Errorf("service %s: ConfigMap %s not defined", svc.Name, v.ConfigMap.Name)
+				return nil, fmt.Errorf("%s: ConfigMap %s not defined", name, v.ConfigMap.Name)
 			}
 			data, ok := cm.Object.Data[rel]
 			if !ok {
-				return nil, fmt.Errorf("service %s: %s=%s, but ConfigMap %s has no key %q", svc.Name, env, path, cm.Object.Name, rel)
+				return nil, fmt.Errorf("%s: %s=%s, but ConfigMap %s has no key %q", name, env, path, cm.Object.Name, rel)
 			}
 			return []byte(data), nil
 		}
 	}
-	return nil, fmt.Errorf("service %s: %s=%s is under no ConfigMap volume mount", svc.Name, env, path)
+	return nil, fmt.Errorf("%s: %s=%s is under no ConfigMap volume mount", name, env, path)
 }
 
 func envValue(c corev1.Container, name string) string {
@@ -287,7 +285,7 @@ func TestFunctionConfigs(t *testing.T) {
 			t.Fatalf("want one agent Service, got %d", len(agent.Services))
 		}
 		svc := agent.Services[0].Object
-		data, err := fileFromEnv(agent, svc, "CONFIG_FILE")
+		data, err := fileFromEnv(agent, svc.Namespace, svc.Name, svc.Spec.Template.Spec.PodSpec, "CONFIG_FILE")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,22 +110,23 @@ func TestReferencesResolve(t *testing.T) {
 				if err := checkRef(s, b.Namespace, b.Spec.Sink); err != nil {
 					fail(it.Source, "sinkbinding %s sink: %v", b.Name, err)
 				}
-				if b.Spec.Subject.APIVersion != servingAPI || b.Spec.Subject.Kind != "Service" || b.Spec.Subject.Name == "" {
-					fail(it.Source, "sinkbinding %s: the subject must be a Knative Service by name", b.Name)
-				} else if _, ok := manifests.Find(s.Services, b.Namespace, b.Spec.Subject.Name); !ok {
-					fail(it.Source, "sinkbinding %s: subject Service %q is not defined", b.Name, b.Spec.Subject.Name)
+				subj := b.Spec.Subject
+				if w, ok := manifests.FindWorkload(s.Workloads(), b.Namespace, subj.Name); subj.Name == "" || !ok ||
+					subj.APIVersion != w.Kind.GroupVersion().String() || subj.Kind != w.Kind.Kind {
+					fail(it.Source, "sinkbinding %s: the subject must name a Knative Service or Deployment of the set (%s %s %q)", b.Name, subj.APIVersion, subj.Kind, subj.Name)
 				}
 			}
-			for _, it := range s.Services {
-				ps := it.Object.Spec.Template.Spec
+			for _, w := range s.Workloads() {
+				ps := w.Template.Spec
+				what := strings.ToLower(w.Kind.Kind) + " " + w.ObjectMeta.Name
 				if ps.ServiceAccountName == "" {
-					fail(it.Source, "service %s: no serviceAccountName (the namespace's default account would be used)", it.Object.Name)
-				} else if _, ok := manifests.Find(s.ServiceAccounts, it.Object.Namespace, ps.ServiceAccountName); !ok {
-					fail(it.Source, "service %s: ServiceAccount %q is not defined", it.Object.Name, ps.ServiceAccountName)
+					fail(w.Source, "%s: no serviceAccountName (the namespace's default account would be used)", what)
+				} else if _, ok := manifests.Find(s.ServiceAccounts, w.ObjectMeta.Namespace, ps.ServiceAccountName); !ok {
+					fail(w.Source, "%s: ServiceAccount %q is not defined", what, ps.ServiceAccountName)
 				}
-				for _, cm := range configMapsUsed(ps.PodSpec) {
-					if _, ok := manifests.Find(s.ConfigMaps, it.Object.Namespace, cm); !ok {
-						fail(it.Source, "service %s: ConfigMap %q is not defined", it.Object.Name, cm)
+				for _, cm := range configMapsUsed(ps) {
+					if _, ok := manifests.Find(s.ConfigMaps, w.ObjectMeta.Namespace, cm); !ok {
+						fail(w.Source, "%s: ConfigMap %q is not defined", what, cm)
 					}
 				}
 			}
@@ -228,21 +229,22 @@ func TestLeastPrivilegeTokens(t *testing.T) {
 					t.Errorf("%s: %s has no API access: set automountServiceAccountToken: false", it.Source, sa.Name)
 				}
 			}
-			for _, it := range s.Services {
-				ps := it.Object.Spec.Template.Spec
-				key := it.Object.Namespace + "/" + ps.ServiceAccountName
+			for _, w := range s.Workloads() {
+				ps := w.Template.Spec
+				key := w.ObjectMeta.Namespace + "/" + ps.ServiceAccountName
 				off := ps.AutomountServiceAccountToken != nil && !*ps.AutomountServiceAccountToken
 				if !bound[key] && !off {
-					t.Errorf("%s: service %s runs as %s, which has no API access: set automountServiceAccountToken: false in the pod spec too", it.Source, it.Object.Name, ps.ServiceAccountName)
+					t.Errorf("%s: %s %s runs as %s, which has no API access: set automountServiceAccountToken: false in the pod spec too", w.Source, w.Kind.Kind, w.ObjectMeta.Name, ps.ServiceAccountName)
 				}
 			}
 		})
 	}
 }
 
-// TestFunctionServices: every scoreflow function's Knative Service probes /readyz and /healthz
-// (served by pkg/function), declares the event types it emits (scoreflow.io/emits, used by the
-// loop check) with types of the event contract, and is named after its function.
+// TestFunctionServices: every scoreflow function's Knative Service, and every source's Deployment,
+// probes /readyz and /healthz (served by pkg/function), declares the event types it emits
+// (scoreflow.io/emits, used by the loop check) with types of the event contract, and is named
+// after its function.
 func TestFunctionServices(t *testing.T) {
 	known := map[string]bool{
 		contract.TypeMetricChanged: true, contract.TypeScoreUpdated: true, contract.TypeWriteDone: true,
@@ -251,20 +253,20 @@ func TestFunctionServices(t *testing.T) {
 	}
 	n := 0
 	for name, s := range allSets(t) {
-		for _, it := range s.Services {
-			svc := it.Object
-			c := svc.Spec.Template.Spec.Containers
+		for _, w := range s.Workloads() {
+			wname := w.ObjectMeta.Name
+			c := w.Template.Spec.Containers
 			if len(c) != 1 {
-				t.Errorf("%s: service %s has %d containers, want 1", it.Source, svc.Name, len(c))
+				t.Errorf("%s: %s %s has %d containers, want 1", w.Source, w.Kind.Kind, wname, len(c))
 				continue
 			}
-			emits, declared := svc.Annotations[emitsAnnotation]
+			emits, declared := w.ObjectMeta.Annotations[emitsAnnotation]
 			if !declared {
-				t.Errorf("%s: service %s does not declare %s (empty if it never replies or sends)", it.Source, svc.Name, emitsAnnotation)
+				t.Errorf("%s: %s %s does not declare %s (empty if it never replies or sends)", w.Source, w.Kind.Kind, wname, emitsAnnotation)
 			}
 			for _, typ := range splitList(emits) {
 				if !known[typ] {
-					t.Errorf("%s: service %s emits %q, not a type of the event contract", it.Source, svc.Name, typ)
+					t.Errorf("%s: %s %s emits %q, not a type of the event contract", w.Source, w.Kind.Kind, wname, typ)
 				}
 			}
 			fn := functionName(c[0].Image)
@@ -272,8 +274,8 @@ func TestFunctionServices(t *testing.T) {
 				continue
 			}
 			n++
-			if name != setAgent && svc.Name != fn {
-				t.Errorf("%s: service %s runs function %s: name them alike", it.Source, svc.Name, fn)
+			if name != setAgent && wname != fn {
+				t.Errorf("%s: %s %s runs function %s: name them alike", w.Source, w.Kind.Kind, wname, fn)
 			}
 			probes := []struct {
 				what  string
@@ -285,7 +287,7 @@ func TestFunctionServices(t *testing.T) {
 			}
 			for _, p := range probes {
 				if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path {
-					t.Errorf("%s: service %s: %s must be an httpGet of %s", it.Source, svc.Name, p.what, p.path)
+					t.Errorf("%s: %s %s: %s must be an httpGet of %s", w.Source, w.Kind.Kind, wname, p.what, p.path)
 				}
 			}
 		}
@@ -309,10 +311,10 @@ func splitList(s string) []string {
 func koPaths(t *testing.T) map[string]string {
 	out := map[string]string{}
 	for _, s := range allSets(t) {
-		for _, it := range s.Services {
-			for _, c := range it.Object.Spec.Template.Spec.Containers {
+		for _, w := range s.Workloads() {
+			for _, c := range w.Template.Spec.Containers {
 				if p, ok := manifests.KoImportPath(c.Image); ok {
-					out[p] = it.Source.String()
+					out[p] = w.Source.String()
 				}
 			}
 		}

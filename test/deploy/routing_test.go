@@ -236,9 +236,9 @@ func eventFlow(t testing.TB, s *manifests.Set, triggers []manifests.Item[*eventi
 		brokers[b.Object.Name] = b.Object
 	}
 	g := flow{}
-	for _, it := range s.Services {
-		from := it.Object.Name
-		for _, typ := range splitList(it.Object.Annotations[emitsAnnotation]) {
+	for _, w := range s.Workloads() {
+		from := w.ObjectMeta.Name
+		for _, typ := range splitList(w.ObjectMeta.Annotations[emitsAnnotation]) {
 			for _, tr := range matching(rs, newEvent(typ, from)) {
 				g[from] = append(g[from], tr.Spec.Subscriber.Ref.Name)
 				if dls := deadLetterSink(tr, brokers[tr.Spec.Broker]); dls != "" {

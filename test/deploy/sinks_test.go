@@ -14,7 +14,7 @@ import (
 // and only replies on the hub.
 var sendsOnlyWith = map[string]string{"latency-scorer": "CLUSTER"}
 
-// TestSendersHaveASinkBinding: every Service running a function that sends besides replying (its
+// TestSendersHaveASinkBinding: every Service or Deployment running a function that sends besides replying (its
 // main registers pkg/function's SinkFlags or OptionalSinkFlags: sources, the dead-letter function,
 // the scorers whose large results are split across several events) is the subject of a SinkBinding
 // in the same set, since nothing else gives it K_SINK on a cluster. Without one, a scorer answers a
@@ -24,13 +24,11 @@ func TestSendersHaveASinkBinding(t *testing.T) {
 	for name, s := range allSets(t) {
 		bound := map[string]bool{}
 		for _, it := range s.SinkBindings {
-			if subj := it.Object.Spec.Subject; subj.Kind == "Service" {
-				bound[it.Object.Namespace+"/"+subj.Name] = true
-			}
+			subj := it.Object.Spec.Subject
+			bound[subj.APIVersion+"/"+subj.Kind+" "+it.Object.Namespace+"/"+subj.Name] = true
 		}
-		for _, it := range s.Services {
-			svc := it.Object
-			c := svc.Spec.Template.Spec.Containers
+		for _, w := range s.Workloads() {
+			c := w.Template.Spec.Containers
 			if len(c) != 1 {
 				continue // TestFunctionServices reports it
 			}
@@ -49,8 +47,8 @@ func TestSendersHaveASinkBinding(t *testing.T) {
 				continue
 			}
 			n++
-			if !bound[svc.Namespace+"/"+svc.Name] {
-				t.Errorf("%s (set %s): service %s runs %s, which sends to K_SINK, but no SinkBinding has it as subject", it.Source, name, svc.Name, fn)
+			if !bound[w.Kind.GroupVersion().String()+"/"+w.Kind.Kind+" "+w.ObjectMeta.Namespace+"/"+w.ObjectMeta.Name] {
+				t.Errorf("%s (set %s): %s %s runs %s, which sends to K_SINK, but no SinkBinding has it as subject", w.Source, name, w.Kind.Kind, w.ObjectMeta.Name, fn)
 			}
 		}
 	}

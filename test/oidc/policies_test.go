@@ -101,7 +101,7 @@ var allTypes = []string{contract.TypePing, contract.TypeMetricChanged, contract.
 
 // senders derives, from deploy/ and triggers/, every identity that sends to the Broker and what
 // it may send: PingSources their pings for their scorer; the ApiServerSource its apiserver events;
-// each Service (its SinkBinding's identity, and its Trigger's for its replies) the types its
+// each Service or Deployment (its SinkBinding's identity, and a Service's Trigger's for its replies) the types its
 // scoreflow.io/emits annotation names, score.updated only for the resources its deployment
 // names (RESOURCES, or the agent gateway's table, from /scoreflow/agents/). Each sends under its
 // own source only: scoreflow/<function>, the PingSource's, the agent gateway's agents'.
@@ -112,7 +112,7 @@ func senders(t *testing.T) []sender {
 	owns := map[string][]string{}
 	for _, o := range read(t, "deploy") {
 		switch o.GetKind() {
-		case "Service":
+		case "Service", "Deployment": // a function, or a source (the metric-watcher)
 			if a := o.GetAnnotations()["scoreflow.io/emits"]; a != "" {
 				emits[o.GetName()] = strings.Split(a, ",")
 			}
