@@ -13,11 +13,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/leader"
 	"github.com/scoreflow/scoreflow/pkg/optimizer"
 )
 
@@ -32,6 +34,7 @@ func main() {
 	claimValue := fn.Flags.String("compliance-value", "compliant", "value of --compliance-claim that means the cluster's policies comply")
 	mark := fn.Flags.Bool("mark-compliance", false, "gate workload Placements on a ManagedCluster label this process sets from the root policies' compliance (needs no agent; replaces --compliance-claim)")
 	markEvery := fn.Flags.Duration("mark-interval", 5*time.Second, "how often --mark-compliance re-reads the policies' compliance")
+	lease := leader.AddFlags(fn.Flags, "optimizer-compliance")
 	qps := fn.Flags.Float64("kube-api-qps", 100, "client-side rate limit of hub requests per second (a request reads and writes a few objects per cluster and one or two per workload, within --request-deadline)")
 
 	fn.Main(func(ctx context.Context) error {
@@ -72,8 +75,26 @@ func main() {
 			return err
 		}
 		if *mark {
+			// Every replica serves requests; only the one holding the Lease marks, so two never
+			// patch the same labels at once.
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			elector, err := lease.Elector(kube, fn.Log)
+			if err != nil {
+				return err
+			}
 			mk := &optimizer.Marker{Cluster: o.Cluster, Dynamic: o.Dynamic, Namespaces: o.Opts.Namespaces, Log: fn.Log}
-			go mk.Run(ctx, *markEvery)
+			mctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				leader.RunOrAlways(mctx, elector, func(ctx context.Context) { mk.Run(ctx, *markEvery) })
+			}()
+			// On the way out the Lease is released before the process ends, so that another
+			// replica takes over at once rather than when the Lease expires.
+			defer func() { stop(); <-done }()
 		}
 		h := &optimizer.Handler{Optimizer: o, Source: fn.Source(), Log: fn.Log}
 		ce := fn.Handler(h.Handle, h.FailureReply)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/scoreflow/scoreflow/harness/functest"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/optimizer"
@@ -105,4 +108,84 @@ func TestBinaryAgainstARealHub(t *testing.T) {
 		}
 	}
 	fn.Stop(t, 30*time.Second)
+}
+
+// Two replicas of the optimizer, as Knative scales it out, both marking compliance against a
+// real hub: only the one holding the Lease marks (it alone removes a compliance label that no
+// binding justifies, and says so); when it stops, the other takes over and marks.
+func TestTwoReplicasOneMarks(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	if err := hub.InstallWorkloadCRDs(); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := hub.AddCluster(ctx, "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	label := optimizer.ComplianceLabelPrefix + "default"
+	stale := func() {
+		t.Helper()
+		patch := []byte(`{"metadata":{"labels":{"` + label + `":"stale"}}}`)
+		if _, err := hub.Cluster.ClusterV1().ManagedClusters().Patch(ctx, "c1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			mc, err := hub.Cluster.ClusterV1().ManagedClusters().Get(ctx, "c1", metav1.GetOptions{})
+			if err == nil && mc.Labels[label] == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the stale label is still there %s", what)
+			}
+		}
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=default", "NAMESPACES=default", "MARK_COMPLIANCE=true", "MARK_INTERVAL=100ms"}
+	args := []string{"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s", "--leader-elect-retry-period", "250ms"}
+	stale()
+	replicas := []*functest.Process{functest.Start(t, env, args...), functest.Start(t, env, args...)}
+	removed("with two replicas running")
+	marked := func(r *functest.Process) bool { return strings.Contains(r.Output(), `"msg":"compliance labels"`) }
+	var lead, follower *functest.Process
+	for deadline := time.Now().Add(5 * time.Second); lead == nil; time.Sleep(10 * time.Millisecond) {
+		switch {
+		case marked(replicas[0]):
+			lead, follower = replicas[0], replicas[1]
+		case marked(replicas[1]):
+			lead, follower = replicas[1], replicas[0]
+		case time.Now().After(deadline):
+			t.Fatal("neither replica logged the label it removed")
+		}
+	}
+	if !strings.Contains(lead.Output(), `"msg":"leading"`) {
+		t.Fatalf("the replica that marked holds no Lease:\n%s", lead.Output())
+	}
+	// Label after label, many syncs of both, only the leader marks; the other never leads.
+	for range 5 {
+		stale()
+		removed("with the leader running")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if marked(follower) || strings.Contains(follower.Output(), `"msg":"leading"`) {
+		t.Fatalf("the follower marked or led while the other led:\n%s", follower.Output())
+	}
+
+	stopped := time.Now()
+	lead.Stop(t, 10*time.Second)
+	stale()
+	removed("after the leader stopped")
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("the other replica marked %s after the leader stopped: it waited for the Lease to expire instead of its release", took)
+	}
+	follower.WaitOutput(t, `"msg":"compliance labels"`, 5*time.Second)
 }
