@@ -24,6 +24,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/tracing"
 )
 
 // Version is the build's version, stamped by ko (ko.yaml: -X .../pkg/function.Version=...).
@@ -48,6 +49,7 @@ type Function struct {
 
 	auth        *authFlags
 	tls         *tlsFlags
+	tracing     *tracing.Config
 	authn       *Authenticator // nil: every caller is admitted
 	authFailure FailureReply
 }
@@ -69,6 +71,7 @@ func New(name, about string) *Function {
 	f.maxConns = f.Flags.Int("max-connections", DefaultMaxConnections, "connections served at once; more wait to be accepted (idle ones close after 30s)")
 	f.auth = f.registerAuthFlags()
 	f.tls = f.registerTLSFlags()
+	f.tracing = tracing.RegisterFlags(f.Flags)
 	f.Flags.Usage = usage(f.Flags, name, about)
 	f.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -135,7 +138,7 @@ func (f *Function) Handler(h Handler, onFailure FailureReply) http.Handler {
 // catches plain-text errors).
 func (f *Function) Mux(app http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", f.protect(app))
+	mux.Handle("/", tracing.Handler(f.protect(app)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", f.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(f.Registry, promhttp.HandlerOpts{Registry: f.Registry}))
@@ -263,7 +266,19 @@ func (f *Function) Main(run func(ctx context.Context) error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	shutdown, err := tracing.Start(ctx, *f.tracing, f.Name, Version)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Name, err)
+		os.Exit(2)
+	}
+	err = run(ctx)
+	// The spans of the last requests go out before the process ends.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if serr := shutdown(sctx); serr != nil {
+		f.Log.Warn("exporting the last spans", "err", serr)
+	}
+	cancel()
+	if err != nil {
 		f.Log.Error("exiting", "err", err)
 		os.Exit(1)
 	}

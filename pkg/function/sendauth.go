@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/scoreflow/scoreflow/pkg/tracing"
 )
 
 // SinkTokenFile is where a SinkBinding with Knative's sender identity on mounts the OIDC token for
@@ -51,12 +53,12 @@ func redirectedAway(r *http.Request) bool {
 	return first.URL.Scheme != r.URL.Scheme || first.URL.Host != r.URL.Host
 }
 
-// sinkTransport is the transport of a Sender: trusting K_CA_CERTS besides the system roots, and
-// presenting the SinkBinding's token.
+// sinkTransport is the transport of a Sender: trusting K_CA_CERTS besides the system roots,
+// presenting the SinkBinding's token, and passing on the sender's trace (traceparent).
 func sinkTransport(tokenFile string) (http.RoundTripper, error) {
 	t, err := sinkCATransport(os.Getenv("K_CA_CERTS"))
 	if err != nil {
 		return nil, err
 	}
-	return BearerFromFile(tokenFile, t), nil
+	return tracing.Transport(BearerFromFile(tokenFile, t)), nil
 }

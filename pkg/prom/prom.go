@@ -26,6 +26,8 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+
+	"github.com/scoreflow/scoreflow/pkg/tracing"
 )
 
 // Querier runs PromQL. Results are typed: a query whose result is not an instant vector (or, for a
@@ -122,7 +124,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Client, erro
 	if cfg.BearerTokenFile != "" {
 		rt = &tokenFile{path: cfg.BearerTokenFile, next: rt}
 	}
-	hc := &http.Client{Transport: rt, CheckRedirect: sameOrigin}
+	// A query made within a trace (a scorer answering an event) is a span of it.
+	hc := &http.Client{Transport: tracing.Transport(rt), CheckRedirect: sameOrigin}
 	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url: %w", err)

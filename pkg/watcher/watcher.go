@@ -25,9 +25,11 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/prom"
+	"github.com/scoreflow/scoreflow/pkg/tracing"
 )
 
 // Querier evaluates PromQL at one instant; *prom.Client is one.
@@ -153,6 +155,10 @@ type change struct {
 func (w *Watcher) Poll(ctx context.Context, at time.Time) Report {
 	start := time.Now()
 	defer func() { w.m.pollSeconds.Observe(time.Since(start).Seconds()) }()
+	// Each poll starts a trace (sampled at the function's tracing rate): its queries, and the
+	// metric.changed it sends with what follows in the broker and the scorers, are its spans.
+	ctx, span := tracing.Tracer().Start(ctx, "poll", trace.WithNewRoot())
+	defer span.End()
 	var r Report
 	vecs, errs := w.queryAll(ctx, at)
 	if ctx.Err() != nil {
