@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/tracing"
 )
 
 // flush writes every pending update of one object in one status update (plus a create the first
@@ -131,10 +135,14 @@ func (f *flushing) refuseCreate() {
 
 // commit writes p; on success the updates are answered and the object scheduled.
 func (f *flushing) commit(p plan) error {
-	written, err := f.w.write(f.ctx, f.key, f.cur, p)
+	ctx, span := writeSpan(f.ctx, f.key, f.us)
+	written, err := f.w.write(ctx, f.key, f.cur, p)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return err
 	}
+	span.End()
 	f.w.queue.Forget(f.key)
 	f.w.metrics.observe(f.key, p.wrote, f.w.clock.Now(), written.Status.ValidUntil, written.Status.Scores)
 	f.w.resolve(f.us, p.outcomes, written.ResourceVersion)
@@ -299,4 +307,28 @@ func (w *Writer) count(verb string, err error) {
 		result = "error"
 	}
 	w.metrics.apiRequests.WithLabelValues(verb, result).Inc()
+}
+
+// writeSpan is the span of one hub write, in the trace of the first update's event and linked to
+// the others' (a write carries the updates of several events). Its hub requests are its children.
+// A write no traced event asked for (the object's own: an expiry) starts no trace.
+func writeSpan(ctx context.Context, key Key, us []*Update) (context.Context, trace.Span) {
+	var parent trace.SpanContext
+	var links []trace.Link
+	for _, u := range us {
+		switch {
+		case !u.trace.IsValid():
+		case !parent.IsValid():
+			parent = u.trace
+		case !u.trace.Equal(parent):
+			links = append(links, trace.Link{SpanContext: u.trace})
+		}
+	}
+	if !parent.IsValid() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return tracing.Tracer().Start(trace.ContextWithRemoteSpanContext(ctx, parent), "hub write AddOnPlacementScore",
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("k8s.namespace.name", key.Cluster), attribute.String("scoreflow.resource", key.Resource),
+			attribute.Int("scoreflow.updates", len(us))))
 }

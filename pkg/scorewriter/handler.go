@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/lru"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -178,7 +179,7 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) function.Response {
 	key := e.Source() + "\x00" + e.ID()
 	a, first := h.claim(key, len(su.Items))
 	if first {
-		h.start(key, a, &e, su, observed)
+		h.start(trace.SpanContextFromContext(ctx), key, a, &e, su, observed)
 	}
 	return h.await(ctx, a, first, start)
 }
@@ -373,7 +374,7 @@ func (h *Handler) logRefusals(r *contract.WriteResult) {
 // start validates the event's items and submits its updates. Its answer is settled (finish) when
 // every update has a result, in the background, whether or not a request still waits for it: at
 // once when nothing was submitted.
-func (h *Handler) start(key string, a *answer, e *event.Event, su *contract.ScoreUpdated, observed time.Time) {
+func (h *Handler) start(sc trace.SpanContext, key string, a *answer, e *event.Event, su *contract.ScoreUpdated, observed time.Time) {
 	handedOver := false
 	defer func() {
 		if !handedOver {
@@ -383,6 +384,9 @@ func (h *Handler) start(key string, a *answer, e *event.Event, su *contract.Scor
 		}
 	}()
 	res, updates, slots := h.prepare(e, su, observed)
+	for _, u := range updates {
+		u.trace = sc
+	}
 	if len(updates) == 0 {
 		handedOver = true
 		h.finish(key, a, res)

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -51,6 +52,8 @@ type Update struct {
 
 	arrived  time.Time
 	deadline time.Time // set at the first attempt: transient failures are retried until then
+	// trace is the span of the event that brought the update: the hub write joins its trace.
+	trace trace.SpanContext
 	// sink receives the update's outcome, once, as slot. A fleet's refresh keeps every one of its
 	// updates waiting at once, so an update carries no channel of its own: those of one event share
 	// the sink that answers it.
