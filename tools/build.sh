@@ -2,7 +2,7 @@
 # Builds the real servers that tests and `make run` use (kube-apiserver, etcd, kube-controller-manager
 # for its garbage collector, Prometheus (twice: with and without its Kubernetes discovery), the OCM
 # placement controller and addon manager, the Knative Eventing processes, the governance policy
-# propagator) from pinned Go modules under tools/, into a
+# propagator, Jaeger for traces) from pinned Go modules under tools/, into a
 # cache outside the clone. A tool is rebuilt only when its tools/<name>/go.mod or go.sum, its ldflags
 # or the Go version change.
 #
@@ -31,6 +31,9 @@ declare -A pkg=(
   [governance-policy-propagator]=open-cluster-management.io/governance-policy-propagator
   [knative]="$(printf 'knative.dev/eventing/cmd/%s ' apiserver_receive_adapter broker/filter broker/ingress \
     controller in_memory/channel_controller in_memory/channel_dispatcher mtchannel_broker mtping webhook)"
+  # Jaeger's all-in-one (collector with its OTLP receiver, in-memory store, query API and UI): the
+  # trace store of `scoreflow run --tracing` and of the tests that follow one event's trace.
+  [jaeger]=github.com/jaegertracing/jaeger/cmd/all-in-one
 )
 # A tool built from another tool's module (default: tools/<name>). The addon manager comes from the
 # same ocm module as the placement controller: one pinned version, and its build reuses the
@@ -62,7 +65,7 @@ declare -A tags=(
   [prometheus]=remove_all_sd
   [prometheus-kubernetes-sd]=remove_all_sd,enable_kubernetes_sd
 )
-order=(etcd kube-apiserver kube-controller-manager prometheus prometheus-kubernetes-sd placement addon-manager knative governance-policy-propagator)
+order=(etcd kube-apiserver kube-controller-manager prometheus prometheus-kubernetes-sd placement addon-manager knative governance-policy-propagator jaeger)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 

@@ -28,6 +28,8 @@ const (
 	Knative = "knative"
 	// GovernancePolicyPropagator is the governance policy framework's hub controller.
 	GovernancePolicyPropagator = "governance-policy-propagator"
+	// Jaeger is Jaeger's all-in-one: an OTLP receiver, an in-memory trace store and its query API.
+	Jaeger = "jaeger"
 )
 
 // ForRun are the tools `scoreflow run` (harness/devrun) starts: `make run` builds only these

@@ -38,7 +38,7 @@ func TestMakeRunBuildsWhatRunNeeds(t *testing.T) {
 	for _, n := range strings.Fields(string(order[1])) {
 		known[n] = true
 	}
-	for _, n := range []string{Etcd, KubeAPIServer, KubeControllerManager, Prometheus, PrometheusKubernetesSD, Placement, AddonManager, Knative, GovernancePolicyPropagator} {
+	for _, n := range []string{Etcd, KubeAPIServer, KubeControllerManager, Prometheus, PrometheusKubernetesSD, Placement, AddonManager, Knative, GovernancePolicyPropagator, Jaeger} {
 		if !known[n] {
 			t.Errorf("tools/build.sh does not build %s", n)
 		}
