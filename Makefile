@@ -29,7 +29,7 @@ help: ## Show this help.
 RUN_TOOLS := etcd kube-apiserver prometheus placement knative
 
 .PHONY: tools
-tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus (also with its Kubernetes discovery), the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator (once; minutes the first time, with progress).
+tools: ## Build every real server tests use into the cache: kube-apiserver, etcd, kube-controller-manager (garbage collector only), Prometheus (also with its Kubernetes discovery), the OCM placement controller and addon manager, Knative Eventing, the governance policy propagator, Jaeger (once; minutes the first time, with progress).
 	@tools/build.sh
 
 .PHONY: tools/run
@@ -66,6 +66,11 @@ run-oidc: tools/run build ## The same with Knative's sender identity on and the 
 .PHONY: run-tls
 run-tls: tools/run build ## The same with Knative's transport encryption strict and sender identity on (config/oidc-tls; scoreflow run --tls --oidc; a local CA stands in for cert-manager).
 	bin/scoreflow run --tls --oidc $(RUN_ARGS)
+
+.PHONY: run-tracing
+run-tracing: tools/run build ## The same with traces: Jaeger (built on first use, minutes) holds every hop of every event; its UI's address is printed (scoreflow run --tracing).
+	@tools/build.sh jaeger
+	bin/scoreflow run --tracing $(RUN_ARGS)
 
 .PHONY: dsf-deps
 dsf-deps: ## Install Debian's FastAPI, uvicorn, pydantic, Jinja2 and requests if missing (the DSF tests run DSF's own scorers unmodified; uses sudo unless root).

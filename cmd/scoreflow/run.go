@@ -28,6 +28,7 @@ func run(args []string) error {
 	quiet := fs.Bool("quiet", false, "do not print events, only score and decision changes")
 	oidc := fs.Bool("oidc", false, "with Knative's sender identity on and the oidc variant (config/oidc): every delivery carries a token its function verifies, the Broker admits only its EventPolicy's senders (scoreflow send gets an admitted identity of its own)")
 	strictTLS := fs.Bool("tls", false, "with Knative's transport encryption strict (a local CA stands in for cert-manager): the broker, its channel, Triggers and every function serve only HTTPS; scoreflow send trusts the CA (ca.crt in the state directory)")
+	traces := fs.Bool("tracing", false, "also run Jaeger (make tools builds it) and have Knative's data plane and every function export every trace's spans there: one event's trace shows each hop (the UI's address is printed)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "scoreflow run: the whole flow on this machine, from the same YAML a cluster gets. Ctrl-C stops everything.\n\nFlags:")
 		fs.PrintDefaults()
@@ -55,7 +56,7 @@ func run(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: dropTime}))
 	start := time.Now()
 	s, err := devrun.Start(ctx, devrun.Options{
-		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc, TLS: *strictTLS,
+		Root: *root, BinDir: *bin, StateDir: *state, Demo: true, Log: log, LockWait: *lockWait, OIDC: *oidc, TLS: *strictTLS, Tracing: *traces,
 		// The Python example runs only where its replies are admitted: with --oidc no EventPolicy names it.
 		PythonExample: !*oidc,
 		OnEvent: func(e event.Event) {
@@ -88,6 +89,10 @@ func run(args []string) error {
 		identity = fmt.Sprintf("on: tokens verified by the broker and every function; scoreflow send presents ServiceAccount %s/%s's token (%s)",
 			devrun.Namespace, cliIdentity, filepath.Join(*state, tokenFile))
 	}
+	tracesAt := "off (scoreflow run --tracing, or make run RUN_ARGS=--tracing, runs Jaeger)"
+	if s.Jaeger != nil {
+		tracesAt = s.Jaeger.UIURL + " (Jaeger: search service broker.ingress or score-writer; every event is one trace)"
+	}
 	defer func() {
 		say("stopping...")
 		s.Stop()
@@ -102,12 +107,13 @@ scoreflow is running (started in %s)
   logs       %s
   identity   %s
   transport  %s
+  traces     %s
   send       go run ./cmd/scoreflow send --type io.scoreflow.score.updated --data '{"resource":"manual","items":[{"cluster":"cluster1","scores":[{"name":"x","value":42}]}]}'
 Demo: each cluster's idle CPU rises and falls in turn (period %s); metric-watcher -> promql-scorer -> score-writer -> Placement.
 The Python example scorer (examples/python-scorer) writes cost/cheap every minute from its PingSource (not with --oidc, where no EventPolicy admits it: oidc/README.md shows how to).
 Ctrl-C stops everything.
 `, time.Since(start).Round(100*time.Millisecond), pageURL(s), s.BrokerURL, s.Kubeconfig, devrun.Namespace, devrun.Placement,
-		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, transport, devrun.DemoPeriod)
+		devrun.DemoResource, devrun.DemoScoreName, filepath.Join(s.StateDir, "logs"), identity, transport, tracesAt, devrun.DemoPeriod)
 
 	var lastTable, lastDecision string
 	tick := time.NewTicker(time.Second)

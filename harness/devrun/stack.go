@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/scoreflow/scoreflow/harness/jaeger"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
@@ -98,6 +99,10 @@ type Options struct {
 	// its manifest and the cluster give it: a test tunes a function's flags (their env names)
 	// without another manifest.
 	FunctionEnv map[string][]string
+	// Tracing runs Jaeger (harness/jaeger) and has Knative's data plane (config-observability)
+	// and every function (TRACING_PROTOCOL, TRACING_ENDPOINT, TRACING_SAMPLING_RATE) export every
+	// trace's spans to it: one event's trace then shows each hop, Knative's and scoreflow's.
+	Tracing bool
 	// LockWait is how long to wait for another local Knative on this machine to stop (0: fail).
 	LockWait time.Duration
 	// Log receives progress lines (default: discarded).
@@ -110,7 +115,9 @@ type Stack struct {
 	Placement  *localhub.PlacementController
 	Prometheus *promserver.Server
 	Knative    *knlocal.Knative
-	Functions  map[string]*Function // by Service name
+	// Jaeger holds the traces, with Options.Tracing (nil otherwise).
+	Jaeger    *jaeger.Jaeger
+	Functions map[string]*Function // by Service name
 	// BrokerURL is the ingress of the scoreflow broker; Kubeconfig is an admin kubeconfig of the hub.
 	BrokerURL string
 	// Client reaches BrokerURL and the functions (with Options.TLS, trusting the local CA only).
@@ -197,8 +204,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Prometheus, err = promserver.Run(); err != nil {
 		return s, err
 	}
-	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC, "strictTLS", opts.TLS)
 	knOpts := knlocal.Options{StateDir: opts.StateDir, LockWait: opts.LockWait, Log: log, Features: map[string]string{}}
+	if opts.Tracing {
+		log.Info("starting Jaeger (traces)")
+		if s.Jaeger, err = jaeger.Start(100_000); err != nil {
+			return s, err
+		}
+		knOpts.Observability = knlocal.TracingTo(s.Jaeger.OTLPEndpoint)
+	}
+	log.Info("starting Knative Eventing (controllers, webhook, broker ingress and filter, in-memory channel)", "senderIdentity", opts.OIDC, "strictTLS", opts.TLS)
 	if opts.OIDC {
 		maps.Copy(knOpts.Features, knlocal.OIDCFeatures())
 	}
@@ -323,6 +337,9 @@ func (s *Stack) Stop() {
 	if s.Prometheus != nil {
 		s.Prometheus.Stop()
 	}
+	if s.Jaeger != nil {
+		s.Jaeger.Stop() // after the functions, whose last spans it takes as they stop
+	}
 	if s.Placement != nil {
 		_ = s.Placement.Stop()
 	}
@@ -443,6 +460,10 @@ func (s *Stack) extraEnv(ctx context.Context, set *manifests.Set, fns []*Functio
 		// A pod learns its namespace from its mounted ServiceAccount namespace file (or the
 		// downward API): leader election puts its Lease there.
 		env = append(env, "POD_NAMESPACE="+f.Namespace)
+		if s.Jaeger != nil {
+			// What an operator puts in scoreflow-observability (deploy/observability.yaml).
+			env = append(env, "TRACING_PROTOCOL=http/protobuf", "TRACING_ENDPOINT="+s.Jaeger.OTLPEndpoint, "TRACING_SAMPLING_RATE=1")
+		}
 		for _, k := range []string{"K_SINK", "K_CE_OVERRIDES"} {
 			if v, ok := onHub[k]; ok {
 				env = append(env, k+"="+v)

@@ -106,3 +106,22 @@ func (k *Knative) reloadDiscovery(ctx context.Context, features map[string]strin
 	_, err := k.kube.CoreV1().ConfigMaps(SystemNamespace).Patch(ctx, "config-features", types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
+
+// configureObservability sets config-observability's keys before Knative starts (its processes
+// read it once, when they start).
+func (k *Knative) configureObservability(ctx context.Context, data map[string]string) error {
+	if len(data) == 0 {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"data": data})
+	if _, err := k.kube.CoreV1().ConfigMaps(SystemNamespace).Patch(ctx, "config-observability", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("config-observability: %w", err)
+	}
+	return nil
+}
+
+// TracingTo is the config-observability that has Knative's data plane export every trace's spans
+// over OTLP/HTTP to endpoint.
+func TracingTo(endpoint string) map[string]string {
+	return map[string]string{"tracing-protocol": "http/protobuf", "tracing-endpoint": endpoint, "tracing-sampling-rate": "1"}
+}

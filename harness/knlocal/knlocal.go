@@ -65,6 +65,10 @@ type Options struct {
 	// defaults, sender identity and transport encryption off); OIDCFeatures turns sender identity
 	// on, StrictTLSFeatures transport encryption (with a local CA standing in for cert-manager).
 	Features map[string]string
+	// Observability is set in config-observability before Knative starts, in its keys
+	// (tracing-protocol, tracing-endpoint, tracing-sampling-rate, ...): Knative's data plane
+	// reads it once, at start (default: its own, nothing exported).
+	Observability map[string]string
 }
 
 // Knative is a running Knative Eventing.
@@ -163,6 +167,9 @@ func Start(ctx context.Context, hub *localhub.Hub, opts Options) (k *Knative, er
 	}
 	if err := k.configureFeatures(ctx, opts.Features); err != nil {
 		return k, fmt.Errorf("Knative features: %w", err)
+	}
+	if err := k.configureObservability(ctx, opts.Observability); err != nil {
+		return k, fmt.Errorf("Knative observability: %w", err)
 	}
 	k.log.Info("Knative Eventing objects installed", "took", time.Since(start).Round(time.Millisecond))
 	if err := k.startProxy(runCtx); err != nil {
