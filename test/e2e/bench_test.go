@@ -26,7 +26,19 @@ import (
 // once the previous decision has moved. Times are taken from watches.
 //
 // From the event accepted (score-*, decision-*; 200 changes): the clock starts as a metric.changed
-// is posted to the broker, as a producer would send it.
+// is posted to the broker, as a producer would send it. Each is posted in a trace of its own, and
+// its trace in the stack's Jaeger says where the time went, hop by hop (p50 and p99 of each):
+//
+//   - knative-in: from the post to the promql-scorer's span: the broker ingress, the in-memory
+//     channel's dispatcher and the trigger filter (Knative's);
+//   - scorer: the promql-scorer's span (scoreflow's);
+//   - knative-reply: from the scorer's answer to the reply's ingress span: the filter taking the
+//     reply and posting it to the ingress (Knative's);
+//   - knative-to-writer: from there to the score-writer's span: ingress, channel, filter again;
+//   - writer: from the writer's span to its hub write (decoding, admission, its write queue);
+//   - hub-write: the write's span (the API server's and etcd's time, and the client's);
+//   - watch: from the write's end to the test's watch seeing the new score (the hub's);
+//   - placement: from the score to the decision moving (the OCM placement controller's).
 //
 // From the metric's change in Prometheus (prom-score-*, prom-decision-*; 50 changes): the clock
 // starts as the sample is written to the stack's real Prometheus; the metric-watcher, polling every
@@ -41,13 +53,19 @@ func BenchmarkEndToEnd(b *testing.B) {
 	defer cancel()
 	w := startWatches(b, ctx)
 	var toScore, toDecision, promToScore, promToDecision []time.Duration
+	type traced struct {
+		id                       string
+		start, scoreAt, decideAt time.Time
+	}
+	var posted []traced
 	for n := 0; n < b.N; n++ {
 		for i := 0; i < changes; i++ {
 			best, other, hi, want := alternate(i)
 			e := idle(b, map[string]float64{best: hi, other: 0.1, "cluster3": 0.05})
 			w.expect(best, want)
 			start := time.Now()
-			if st := post(b, e); st != http.StatusAccepted {
+			st, id := postTraced(b, e)
+			if st != http.StatusAccepted {
 				b.Fatalf("broker answered %d", st)
 			}
 			scoreAt, decisionAt, err := w.wait(best, 30*time.Second)
@@ -56,6 +74,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			toScore = append(toScore, scoreAt.Sub(start))
 			toDecision = append(toDecision, decisionAt.Sub(start))
+			posted = append(posted, traced{id, start, scoreAt, decisionAt})
 		}
 		// Second, so that the watcher's later observation times are never Stale against the
 		// events posted above.
@@ -92,6 +111,21 @@ func BenchmarkEndToEnd(b *testing.B) {
 	report("decision", toDecision)
 	report("prom-score", promToScore)
 	report("prom-decision", promToDecision)
+	byHop := map[string][]time.Duration{}
+	for _, p := range posted {
+		_, h := traceOf(b, p.id, time.Minute, nil)
+		for name, d := range map[string]time.Duration{
+			"knative-in": h.scorerIn.Sub(p.start), "scorer": h.scorerOut.Sub(h.scorerIn),
+			"knative-reply": h.replyIngress.Sub(h.scorerOut), "knative-to-writer": h.writerIn.Sub(h.replyIngress),
+			"writer": h.writeStart.Sub(h.writerIn), "hub-write": h.writeEnd.Sub(h.writeStart),
+			"watch": p.scoreAt.Sub(h.writeEnd), "placement": p.decideAt.Sub(p.scoreAt),
+		} {
+			byHop[name] = append(byHop[name], d)
+		}
+	}
+	for name, ds := range byHop {
+		report("hop-"+name, ds)
+	}
 	b.ReportMetric(float64(len(toScore)), "changes")
 	b.ReportMetric(float64(len(promToScore)), "prom-changes")
 }

@@ -88,6 +88,9 @@ func runMain(m *testing.M) int {
 		WatchInterval: watchInterval,
 		// Small parts, so that a few hundred clusters make a split result (TestFleetResultLandsInParts).
 		FunctionEnv: map[string][]string{"promql-scorer": {fmt.Sprintf("MAX_ITEMS_PER_EVENT=%d", splitMaxItems)}},
+		// Knative's data plane and every function export their spans to a Jaeger, so that one
+		// event's trace shows each hop (TestOneEventsTraceCrossesEveryHop, BenchmarkEndToEnd).
+		Tracing: true,
 		// One local Knative runs per machine (its dispatcher's ports are fixed): wait for another
 		// test package's to stop.
 		LockWait: 15 * time.Minute,
@@ -246,12 +249,29 @@ func (r *refuser) count(id string) int {
 // post sends e to the broker's ingress and returns the HTTP status.
 func post(t testing.TB, e event.Event) int {
 	t.Helper()
+	return postIn(t, e, "")
+}
+
+// postTraced is post in a new sampled trace, as a producer that traces its sends would post it;
+// it returns the trace's id too.
+func postTraced(t testing.TB, e event.Event) (int, string) {
+	t.Helper()
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")
+	return postIn(t, e, "00-"+id+"-"+id[:16]+"-01"), id
+}
+
+// postIn posts e with a traceparent header, when one is given.
+func postIn(t testing.TB, e event.Event, traceparent string) int {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, stack.BrokerURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cehttp.WriteRequest(context.Background(), binding.ToMessage(&e), req); err != nil {
 		t.Fatal(err)
+	}
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
