@@ -252,12 +252,16 @@ func post(t testing.TB, e event.Event) int {
 	return postIn(t, e, "")
 }
 
-// postTraced is post in a new sampled trace, as a producer that traces its sends would post it;
-// it returns the trace's id too.
-func postTraced(t testing.TB, e event.Event) (int, string) {
+// postTraced is post in a new trace, as a producer that traces its sends would post it, sampled
+// or not; it returns the trace's id too.
+func postTraced(t testing.TB, e event.Event, sampled bool) (int, string) {
 	t.Helper()
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")
-	return postIn(t, e, "00-"+id+"-"+id[:16]+"-01"), id
+	flags := "00"
+	if sampled {
+		flags = "01"
+	}
+	return postIn(t, e, "00-"+id+"-"+id[:16]+"-"+flags), id
 }
 
 // postIn posts e with a traceparent header, when one is given.

@@ -97,7 +97,7 @@ func describe(spans []jaeger.Span) string {
 // ingress again for its reply, the filter, the score-writer and its write to the hub, each hop
 // after the one before, and the hub write a child of the writer's span for the event.
 func TestOneEventsTraceCrossesEveryHop(t *testing.T) {
-	st, id := postTraced(t, idle(t, map[string]float64{"cluster1": 0.3, "cluster2": 0.35, "cluster3": 0.55}))
+	st, id := postTraced(t, idle(t, map[string]float64{"cluster1": 0.3, "cluster2": 0.35, "cluster3": 0.55}), true)
 	if st != http.StatusAccepted {
 		t.Fatalf("broker answered %d", st)
 	}
