@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
+	"k8s.io/klog/v2"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/tracing"
@@ -264,6 +265,7 @@ func (f *Function) Main(run func(ctx context.Context) error) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Name, err)
 		os.Exit(2)
 	}
+	f.routeLibraryLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	shutdown, err := tracing.Start(ctx, *f.tracing, f.Name, Version)
@@ -282,6 +284,13 @@ func (f *Function) Main(run func(ctx context.Context) error) {
 		f.Log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
+}
+
+// routeLibraryLogs sends what client-go logs (leader election, informers' watch errors) through
+// the function's logger, so that every line of a function is one structured record; klog would
+// otherwise write its own text format to stderr.
+func (f *Function) routeLibraryLogs() {
+	klog.SetSlogLogger(f.Log.With("logger", "client-go"))
 }
 
 func newLogger(name, level string) *slog.Logger {
