@@ -149,7 +149,7 @@ func (mk *Marker) Run(ctx context.Context, interval time.Duration) {
 	for {
 		err := mk.Sync(ctx)
 		switch {
-		case ctx.Err() != nil:
+		case ended(ctx):
 		case err != nil && err.Error() != failing:
 			failing = err.Error()
 			mk.Log.Error("compliance sync", "err", err, "retryEvery", interval.String())
@@ -163,4 +163,15 @@ func (mk *Marker) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// ended reports whether ctx is done or past its deadline. Between the deadline and its timer firing,
+// ctx.Err is still nil while client-go's rate limiter already refuses to wait, and that refusal is
+// the end of the run, not a sync failure to report.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

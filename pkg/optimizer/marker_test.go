@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/optimizer"
@@ -42,7 +43,11 @@ func TestMarkerWithoutThePolicyFramework(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bare.Stop() })
 	var logs syncBuffer
-	mk := &optimizer.Marker{Cluster: bare.Cluster, Dynamic: dynamic.NewForConfigOrDie(bare.Config), Namespaces: []string{"scoreflow"},
+	// Forty syncs in two seconds outrun client-go's default 5 requests a second, and its limiter
+	// refuses a wait that would end past the deadline with an error of its own.
+	cfg := rest.CopyConfig(bare.Config)
+	cfg.QPS, cfg.Burst = 1000, 1000
+	mk := &optimizer.Marker{Cluster: bare.Cluster, Dynamic: dynamic.NewForConfigOrDie(cfg), Namespaces: []string{"scoreflow"},
 		Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
