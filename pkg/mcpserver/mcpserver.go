@@ -172,7 +172,8 @@ func (cfg Config) verify(ctx context.Context, header string) (*auth.TokenInfo, e
 	case err != nil:
 		return nil, &refused{http.StatusUnauthorized, "Unauthenticated: " + clip(err.Error(), 300)}
 	}
-	// The token's own expiry (go-oidc checked it) bounds the session's.
+	// Every request is verified again and the verifier checks the token's expiry, so a session
+	// outlives no token; exp only answers the SDK's own expiry check.
 	switch {
 	case function.MatchSubject(cfg.OptimizeSubjects, sub):
 		return &auth.TokenInfo{Scopes: []string{ScopeRead, ScopeOptimize}, Expiration: exp, UserID: sub}, nil
