@@ -11,7 +11,11 @@ import (
 // it, "up", and the one that forbids it, "down") while any policy is fractional, and then on a
 // cluster's count of a group (≤ ⌊x⌋ down, ≥ ⌈x⌉ up): once the policies are whole the rest is an
 // assignment problem, and while they move the counts' falls say little (trying counts alongside
-// policies made the trees of 50 × 5 × 200 four times larger). Which candidate is chosen by
+// policies made the trees of 50 × 5 × 200 four times larger). Only when the best policy split is
+// flat, moving neither child's bound, are the counts tried as well and the better split taken:
+// where several policies hold the same workloads equally well (supplies in natural units, large
+// beside every demand) policy splits can stay flat for dozens of levels while the counts decide
+// the bound. Which candidate is chosen by
 // reliability branching: each candidate's bound falls in either direction are estimated by
 // pseudocosts (the average fall per unit of fractionality seen when the candidate was branched
 // on before), and a candidate whose pseudocosts rest on fewer than `reliable` observations is
@@ -115,17 +119,18 @@ type branchOrigin struct {
 	parent   float64
 }
 
-// candidates are the master's fractional policies, or if there are none its fractional counts.
-func (s *search) candidates(res *lpResult) []candidate {
+// candidates are the master's fractional policies (counts false) or its fractional counts that
+// the node's bounds leave free (counts true).
+func (s *search) candidates(res *lpResult, counts bool) []candidate {
 	var cands []candidate
-	for c := range res.xcp {
-		for p, x := range res.xcp[c] {
-			if frac(x) > 1e-6 {
-				cands = append(cands, candidate{key: c*64 + p, x: x})
+	if !counts {
+		for c := range res.xcp {
+			for p, x := range res.xcp[c] {
+				if frac(x) > 1e-6 {
+					cands = append(cands, candidate{key: c*64 + p, x: x})
+				}
 			}
 		}
-	}
-	if len(cands) > 0 {
 		return cands
 	}
 	for i, x := range res.xcg {
@@ -164,13 +169,37 @@ func (s *search) children(n *bpNode, res *lpResult, k candidate) [2]*bpNode {
 	return kids
 }
 
+// flat is the score of a split neither of whose children's bounds falls by more than splitScore's
+// floor: it tells the branching nothing.
+var flat = splitScore(0, 0)
+
 // branch splits n, whose master res is fractional, and returns the children to search (fewer than
-// two when strong branching showed a side empty or pruned); ok false when res is whole.
+// two when strong branching showed a side empty or pruned); ok false when res is whole. Policies
+// are split first; a flat policy split gives way to a count split that moves a bound.
 func (s *search) branch(ctx context.Context, n *bpNode, res *lpResult) ([]*bpNode, bool) {
-	cands := s.candidates(res)
+	if cands := s.candidates(res, false); len(cands) > 0 {
+		kids, score := s.choose(ctx, n, res, cands)
+		if score > flat {
+			return kids, true
+		}
+		if counts := s.candidates(res, true); len(counts) > 0 {
+			if countKids, countScore := s.choose(ctx, n, res, counts); countScore > score {
+				return countKids, true
+			}
+		}
+		return kids, true
+	}
+	cands := s.candidates(res, true)
 	if len(cands) == 0 {
 		return nil, false
 	}
+	kids, _ := s.choose(ctx, n, res, cands)
+	return kids, true
+}
+
+// choose picks among cands by reliability branching and returns the chosen split's children and
+// score (+Inf when strong branching showed a side empty or pruned: the children are the other side).
+func (s *search) choose(ctx context.Context, n *bpNode, res *lpResult, cands []candidate) ([]*bpNode, float64) {
 	for i := range cands {
 		cands[i].score = splitScore(s.estimate(cands[i], 0), s.estimate(cands[i], 1))
 	}
@@ -189,7 +218,7 @@ func (s *search) branch(ctx context.Context, n *bpNode, res *lpResult) ([]*bpNod
 		strong++
 		kids, score, cut := s.strongBranch(ctx, n, res, k)
 		if cut {
-			return kids, true // a side is empty or pruned: the node is the other side
+			return kids, math.Inf(1)
 		}
 		if score > bestScore {
 			best, bestScore, bestKids = i, score, kids
@@ -199,10 +228,10 @@ func (s *search) branch(ctx context.Context, n *bpNode, res *lpResult) ([]*bpNod
 		}
 	}
 	if bestKids != nil {
-		return bestKids, true
+		return bestKids, bestScore
 	}
 	kids := s.children(n, res, cands[best])
-	return kids[:], true
+	return kids[:], bestScore
 }
 
 // strongBranch solves both children of a split and records their falls. It returns the children

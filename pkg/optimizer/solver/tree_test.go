@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestBareTreeAgreesWithHeuristics: on seeded GPU-slice instances too large for brute force (4-8
@@ -35,5 +36,29 @@ func TestBareTreeAgreesWithHeuristics(t *testing.T) {
 	}
 	if n := branches; n < 10 {
 		t.Errorf("the tree branched on group counts %d times: the instances do not exercise it", n)
+	}
+}
+
+// TestNaturalUnitsProvenWithinNodes: on the first two instances of the natural-unit class of
+// BenchmarkVersusCBC (20 × 4 × 80, supplies of 8,000-60,000, whole scores), where several policies
+// hold the master's workloads equally well and policy splits leave the bound where it was for
+// dozens of levels, the search proves CBC's optimum within a node budget (counted, so that a
+// loaded machine does not change it; the time limit only keeps a failure short).
+func TestNaturalUnitsProvenWithinNodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 2026)) // BenchmarkVersusCBC's seed for the class
+	for i, budget := range []int{600, 40} {
+		in := generate(r, shape{nc: 20, np: 4, nw: 80, natural: true})
+		got, err := Solve(context.Background(), in.problem(), Options{MaxNodes: budget, TimeLimit: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := solveCBC(t, in, 5*time.Minute)
+		if want.unfinished || !want.feasible {
+			t.Fatalf("instance %d: CBC %+v", i, want)
+		}
+		if v := checkPlan(t, in.problem(), got); !got.Optimal || !sameObjective(v, want.objective) {
+			t.Errorf("instance %d: plan %v, bound %v, optimal %v after %d nodes (budget %d); CBC's optimum %v", i, v, got.Bound, got.Optimal, got.Nodes, budget, want.objective)
+		}
+		t.Logf("instance %d: %v after %d nodes, optimal %v", i, got.Objective, got.Nodes, got.Optimal)
 	}
 }
