@@ -141,3 +141,42 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPricingSmallSupply solves the GPU-slice instances (supplies of at most 28 slices) with
+// the pricing's two exact methods: the table over the supply that the pricing uses up to tableMax
+// ("table") and the programme over non-dominated states that it uses above ("states"). Run with
+// -benchtime 1x and compare cpu-s/op of the two in one run: docs/performance.md holds the table to
+// it.
+func BenchmarkPricingSmallSupply(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		pr   Problem
+	}{
+		{"14x4x60", bench(rand.New(rand.NewPCG(7, 9)), 14, 4, 60)},
+		{"50x5x200", bench(rand.New(rand.NewPCG(50, 200)), 50, 5, 200)},
+	} {
+		for _, method := range []struct {
+			name     string
+			tableMax int64
+		}{{"table", tableMax}, {"states", -1}} {
+			b.Run(c.name+"/"+method.name, func(b *testing.B) {
+				m, err := build(c.pr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var s *search
+				cpu := cpuTime()
+				for b.Loop() {
+					s = newSearch(m, Options{MaxNodes: 1000000})
+					s.ms.pr.tableMax = method.tableMax
+					if open := s.run(context.Background()); len(open) > 0 {
+						b.Fatalf("%d nodes open", len(open))
+					}
+				}
+				b.ReportMetric((cpuTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+				b.ReportMetric(m.objective(s.bestCl, s.bestPol), "objective")
+				b.ReportMetric(float64(s.nodes), "nodes")
+			})
+		}
+	}
+}

@@ -72,7 +72,9 @@ type pricer struct {
 }
 
 // tableMax is the largest capacity the pricing solves by a table over the capacity: up to it the
-// table (pieces × (capacity+1) cells) costs less than sorting the items and bounding the states.
+// table (pieces × (capacity+1) cells) costs less than sorting the items and bounding the states,
+// which proving GPU-slice plans within the optimizer's limit needs (docs/performance.md;
+// BenchmarkPricingSmallSupply).
 const tableMax = 128
 
 // piece is k workloads of group g taken together: weight d, value r.
