@@ -27,10 +27,10 @@ const MaxValidity = 7 * 24 * time.Hour
 // MaxObjectStatusBytes bounds what the score-writer keeps in one AddOnPlacementScore: its
 // status.scores and the writer's order ledger (the status conditions scoreflow.io/Observations,
 // one line per score name: source, observation time, validUntil), as the writer encodes them.
-// 640 KiB holds 2,907 scores of 100-character names from one producer (a few thousand pods of a
-// cluster, each its own score; 1,232 of 253 characters), a little fewer when several producers
+// 640 KiB holds 2,906 scores of 100-character names from one producer (a few thousand pods of a
+// cluster, each its own score; 1,231 of 253 characters), a little fewer when several producers
 // share the object (each event's source and times are recorded once), and keeps the stored
-// object (663,041 bytes at the bound, managedFields included: test/writer) well inside etcd's
+// object (663,014 bytes at the bound, managedFields included: test/writer) well inside etcd's
 // 1.5 MiB request limit. An item that would take an object past it is refused alone (Failed,
 // Rejected, saying so); the items and updates written with it are not.
 const MaxObjectStatusBytes = 640 << 10

@@ -64,22 +64,36 @@ type validity struct {
 
 // The JSON of one ledger condition: the lines grouped by what an event applies to all its scores
 // (source, observation time, validity), so that a name costs its own bytes and a comma. Times are
-// RFC 3339 with nanoseconds; a group without validUntil never expires.
+// RFC 3339 in UTC with all nine digits of nanoseconds (ledgerTime): a ledger's size depends on its
+// names and sources, not on its times, so that refreshing the same names never grows it. A group
+// without validUntil never expires.
 type ledgerDoc struct {
 	Groups []ledgerGroup `json:"groups"`
 	Others *othersDoc    `json:"others,omitempty"`
 }
 
 type ledgerGroup struct {
-	Source     string     `json:"source"`
-	Observed   time.Time  `json:"observed"`
-	ValidUntil *time.Time `json:"validUntil,omitempty"`
-	Names      []string   `json:"names"`
+	Source     string      `json:"source"`
+	Observed   ledgerTime  `json:"observed"`
+	ValidUntil *ledgerTime `json:"validUntil,omitempty"`
+	Names      []string    `json:"names"`
 }
 
 type othersDoc struct {
-	ValidUntil *time.Time `json:"validUntil,omitempty"`
+	ValidUntil *ledgerTime `json:"validUntil,omitempty"`
 }
+
+// ledgerTime is a time as the ledger writes it: always the same width. It reads any RFC 3339 time
+// (earlier writers trimmed the trailing zeros of the fraction).
+type ledgerTime time.Time
+
+const ledgerTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func (t ledgerTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format(ledgerTimeLayout) + `"`), nil
+}
+
+func (t *ledgerTime) UnmarshalJSON(b []byte) error { return (*time.Time)(t).UnmarshalJSON(b) }
 
 // isLedgerCondition reports whether a condition type is one of the ledger's: ConditionObservations,
 // or it followed by "-" and a number.
@@ -140,19 +154,13 @@ func (l *ledger) decode(msg string) error {
 		return l.decodeFlat(msg)
 	}
 	for _, g := range doc.Groups {
-		var vu time.Time
-		if g.ValidUntil != nil {
-			vu = *g.ValidUntil
-		}
 		for _, name := range g.Names {
-			l.set(name, line{source: g.Source, observed: g.Observed, validUntil: vu})
+			l.set(name, line{source: g.Source, observed: time.Time(g.Observed), validUntil: timeOrZero(g.ValidUntil)})
 		}
 	}
 	if doc.Others != nil {
 		l.others.known = true
-		if doc.Others.ValidUntil != nil {
-			l.others.until = *doc.Others.ValidUntil
-		}
+		l.others.until = timeOrZero(doc.Others.ValidUntil)
 	}
 	return nil
 }
@@ -258,7 +266,7 @@ func (l ledger) groups() []ledgerGroup {
 		if !ok {
 			i = len(gs)
 			index[ln] = i
-			gs = append(gs, ledgerGroup{Source: ln.source, Observed: ln.observed, ValidUntil: timeOrNil(ln.validUntil)})
+			gs = append(gs, ledgerGroup{Source: ln.source, Observed: ledgerTime(ln.observed), ValidUntil: timeOrNil(ln.validUntil)})
 		}
 		gs[i].Names = append(gs[i].Names, name)
 	}
@@ -266,7 +274,7 @@ func (l ledger) groups() []ledgerGroup {
 		slices.Sort(gs[i].Names)
 	}
 	slices.SortFunc(gs, func(a, b ledgerGroup) int {
-		if c := a.Observed.Compare(b.Observed); c != 0 {
+		if c := time.Time(a.Observed).Compare(time.Time(b.Observed)); c != 0 {
 			return c
 		}
 		if c := strings.Compare(a.Source, b.Source); c != 0 {
@@ -299,19 +307,19 @@ func setLedger(conds []metav1.Condition, msgs []string) []metav1.Condition {
 	return out
 }
 
-func timeOrNil(t time.Time) *time.Time {
+func timeOrNil(t time.Time) *ledgerTime {
 	if t.IsZero() {
 		return nil
 	}
-	t = t.UTC()
-	return &t
+	lt := ledgerTime(t.UTC())
+	return &lt
 }
 
-func timeOrZero(t *time.Time) time.Time {
+func timeOrZero(t *ledgerTime) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
-	return *t
+	return time.Time(*t)
 }
 
 // Observation is what the writer's ledger records of one score: the producer (event source) that

@@ -239,6 +239,12 @@ func (m *merge) apply(i int, u *Update) (contract.ItemResult, bool) {
 			Message: fmt.Sprintf("newer scores than %s are already applied", u.Observed.UTC().Format(time.RFC3339Nano))}, false
 	}
 
+	adds := false // names the object does not hold: only these may be refused for size
+	for _, sc := range apply {
+		if _, held := m.values[sc.Name]; !held {
+			adds = true
+		}
+	}
 	un := m.save(i, apply, retire)
 	for _, name := range retire {
 		m.remove(name)
@@ -256,14 +262,27 @@ func (m *merge) apply(i int, u *Update) (contract.ItemResult, bool) {
 		m.values[s.Name] = v
 		m.owner[s.Name] = i
 	}
-	if size := m.size(); size > contract.MaxObjectStatusBytes {
+	bound := contract.MaxObjectStatusBytes
+	if !adds {
+		bound = maxObjectStatusCeiling
+	}
+	if size := m.size(); size > bound {
 		m.restore(un)
 		return failed(contract.ReasonRejected, false, fmt.Sprintf(
 			"these scores would make this AddOnPlacementScore's scores and observation ledger %d bytes, over the %d it may hold: spread them over more resources, or fewer names",
-			size, contract.MaxObjectStatusBytes)), false
+			size, bound)), false
 	}
 	return contract.ItemResult{}, true
 }
+
+// maxObjectStatusCeiling bounds an object's scores and ledger whatever updates do to them. Only an
+// update that adds names is held to contract.MaxObjectStatusBytes: one that refreshes names the
+// object holds, with new values, times or validity, may grow it a little past that bound (wider
+// values; the ledger's groups split when a producer refreshes some of its names at a time) and is
+// never refused for it, so that a producer is never refused what it already holds. Only an
+// object split into thousands of ledger groups could reach this ceiling, which keeps it far below
+// etcd's 1.5 MiB per object.
+const maxObjectStatusCeiling = 2 * contract.MaxObjectStatusBytes
 
 // retired are the names a neverExpires update of source u.Source no longer carries: lines of that
 // source, never expiring and observed before u. An update that expires retires nothing: its

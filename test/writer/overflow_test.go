@@ -219,3 +219,102 @@ func TestObjectBoundOnTheRealHub(t *testing.T) {
 		})
 	}
 }
+
+// documentedNames is how many scores of 100-character names one producer's object holds
+// (docs/score-writer.md; TestObjectBoundOnTheRealHub finds it).
+const documentedNames = 2906
+
+// A producer holding the documented number of names is never refused for what it already holds:
+// its refreshes, whatever the width of their times (whole seconds, milliseconds, nanoseconds), the
+// same values or new ones, are written or skipped, and one name more is refused. So is a producer
+// whose object an earlier writer filled past that (its ledger's times trimmed of their zeros, one
+// name more fitted): its refreshes are never refused for size either.
+func TestRefreshAtTheBoundIsNeverRefused(t *testing.T) {
+	t.Parallel()
+	s := startWriter(t, serverOpts{})
+	ctx := context.Background()
+	api := hub.Cluster.ClusterV1alpha1().AddOnPlacementScores("c5")
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	validUntil := base.Add(time.Hour)
+	send := func(resource string, observed time.Time, scores []contract.Score) (int, contract.ItemResult) {
+		t.Helper()
+		e := scoreEvent(t, observed, contract.ScoreUpdated{Resource: resource, ValidUntil: &validUntil, Items: []contract.ClusterScores{item("c5", scores...)}})
+		e.SetSource("test/at-bound")
+		status, reply := s.send(t, e)
+		return status, result(t, reply).Items[0]
+	}
+	refreshes := func(t *testing.T, resource string, names int) {
+		for i, step := range []struct {
+			what     string
+			observed time.Time
+			value    float64
+			want     contract.Outcome
+		}{
+			{"the same values, a nanosecond time", base.Add(time.Second + 123456789), 1, contract.OutcomeSkipped},
+			{"new values, a nanosecond time", base.Add(2*time.Second + 987654321), 2, contract.OutcomeWritten},
+			{"new values, a whole-second time", base.Add(3 * time.Second), 3, contract.OutcomeWritten},
+			{"new values, a millisecond time", base.Add(4*time.Second + 5*time.Millisecond), -100, contract.OutcomeWritten},
+		} {
+			status, r := send(resource, step.observed, manyScores("node;ns;pod", names, 100, step.value))
+			if status != http.StatusOK || r.Outcome != step.want {
+				t.Fatalf("refresh %d, %s: %d %+v, want 200 %s", i, step.what, status, r, step.want)
+			}
+		}
+		obj := get(t, "c5", resource)
+		t.Logf("%d names of 100 characters: %d bytes of scores and ledger (the bound %d)", names, statusBytes(t, obj), contract.MaxObjectStatusBytes)
+		status, r := send(resource, base.Add(5*time.Second), manyScores("node;ns;pod", names+1, 100, 5))
+		if status != http.StatusUnprocessableEntity || r.Reason != contract.ReasonRejected {
+			t.Errorf("one name more: %d %+v, want 422 Rejected", status, r)
+		}
+	}
+
+	t.Run("the documented names", func(t *testing.T) {
+		t.Cleanup(func() { _ = api.Delete(ctx, "at-bound", metav1.DeleteOptions{}) })
+		if status, r := send("at-bound", base, manyScores("node;ns;pod", documentedNames, 100, 1)); status != http.StatusOK || r.Outcome != contract.OutcomeWritten {
+			t.Fatalf("first write: %d %+v", status, r)
+		}
+		refreshes(t, "at-bound", documentedNames)
+	})
+	t.Run("an object an earlier writer filled", func(t *testing.T) {
+		const names = 2907
+		t.Cleanup(func() { _ = api.Delete(ctx, "earlier-bound", metav1.DeleteOptions{}) })
+		obj, err := api.Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "earlier-bound", Namespace: "c5"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scores := manyScores("node;ns;pod", names, 100, 1)
+		var list []string
+		for _, sc := range scores {
+			obj.Status.Scores = append(obj.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: sc.Name, Value: 1})
+			list = append(list, sc.Name)
+		}
+		vu := metav1.NewTime(validUntil)
+		obj.Status.ValidUntil = &vu
+		obj.Status.Conditions = earlierLedger("test/at-bound", base, validUntil, list)
+		if obj, err = api.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("as an earlier writer left it: %d bytes of scores and ledger", statusBytes(t, obj))
+		time.Sleep(500 * time.Millisecond) // the writer's informer shows it
+		refreshes(t, "earlier-bound", names)
+	})
+}
+
+// earlierLedger is the ledger a writer before fixed-width times wrote for names of one producer
+// observed at a whole second: each time without a fraction, the names packed into conditions of
+// at most 32,768 characters.
+func earlierLedger(source string, observed, validUntil time.Time, names []string) []metav1.Condition {
+	var out []metav1.Condition
+	for i := 0; len(names) > 0; i++ {
+		n := min(len(names), 300)
+		group, _ := json.Marshal(map[string]any{"source": source, "observed": observed.UTC(), "validUntil": validUntil.UTC(), "names": names[:n]})
+		names = names[n:]
+		typ := scorewriter.ConditionObservations
+		if i > 0 {
+			typ += fmt.Sprintf("-%d", i)
+		}
+		out = append(out, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: "ObservationTimes", Message: `{"groups":[` + string(group) + `]}`,
+			LastTransitionTime: metav1.NewTime(observed)})
+	}
+	return out
+}

@@ -52,10 +52,12 @@ func TestWritesScoresValidUntilAndCondition(t *testing.T) {
 		c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "test/TestWritesScores") {
 		t.Errorf("conditions = %+v, want %s naming the source", obj.Status.Conditions, scorewriter.ConditionUpdated)
 	}
-	// The ledger of observation times is on the object, so order survives a writer restart.
+	// The ledger of observation times is on the object, so order survives a writer restart. Its
+	// times are all of one width (nanoseconds written out), so that its size does not depend on them.
+	const ledgerTime = "2006-01-02T15:04:05.000000000Z07:00"
 	if c := meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionObservations); c == nil ||
-		!strings.Contains(c.Message, `"observed":"`+observed.UTC().Format(time.RFC3339Nano)+`","validUntil":"`+observed.Add(time.Minute).UTC().Format(time.RFC3339Nano)+`","names":["cpuAvailable","memAvailable"]`) {
-		t.Errorf("ledger condition = %+v, want cpuAvailable and memAvailable observed at %s", c, observed.UTC().Format(time.RFC3339Nano))
+		!strings.Contains(c.Message, `"observed":"`+observed.UTC().Format(ledgerTime)+`","validUntil":"`+observed.Add(time.Minute).UTC().Format(ledgerTime)+`","names":["cpuAvailable","memAvailable"]`) {
+		t.Errorf("ledger condition = %+v, want cpuAvailable and memAvailable observed at %s", c, observed.UTC().Format(ledgerTime))
 	}
 	if got := scoresOf(get(t, "c2", "basic")); got["cpuAvailable"] != 100 {
 		t.Errorf("c2 scores = %v", got)
