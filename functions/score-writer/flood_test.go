@@ -45,7 +45,8 @@ func startOnHub(t *testing.T, env ...string) (*localhub.Hub, *functest.Process) 
 	if err := hub.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	return hub, functest.Start(t, append([]string{"KUBECONFIG=" + kubeconfig, "TTL=1m"}, env...))
+	// POD_NAMESPACE: the Lease of the writer's leader election, in a namespace every hub has.
+	return hub, functest.Start(t, append([]string{"KUBECONFIG=" + kubeconfig, "TTL=1m", "POD_NAMESPACE=default"}, env...))
 }
 
 // vm reads a VmRSS-style line of /proc/PID/status, in bytes.

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/leader"
 	"github.com/scoreflow/scoreflow/pkg/masks"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
@@ -36,6 +38,7 @@ func main() {
 	fn.Flags.IntVar(&opts.MaxScoreSeries, "max-score-series", opts.MaxScoreSeries, "per-cluster series of scoreflow_score and its freshness gauges exported (about half a KiB of memory each); objects beyond get none, counted in scoreflow_writer_score_series_dropped_total, and only the per-resource freshness aggregates cover them")
 	maskFile := fn.Flags.String("masks-file", "", "YAML list of score masks, [{cluster, resource, score}], usually a mounted ConfigMap: a masked score is not written and is removed from its object (empty: none)")
 	maskEvery := fn.Flags.Duration("masks-interval", 2*time.Second, "how often the masks file is checked for a new content")
+	lead := leader.AddFlags(fn.Flags, "score-writer")
 	requireResource := fn.Flags.Bool("require-resource-attribute", false, "refuse (400, Forbidden) score.updated events without the scoreflowresource attribute naming their resource; events whose attribute names another resource than their data are refused always (set where the broker's EventPolicies filter senders on it)")
 
 	fn.Main(func(ctx context.Context) error {
@@ -62,6 +65,14 @@ func main() {
 		if err != nil {
 			return err
 		}
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		// Expiry, masks and the rest of the writer's work of its own accord: one replica at a time.
+		if opts.Elector, err = lead.Elector(kube, fn.Log); err != nil {
+			return err
+		}
 		clusters := scorewriter.WatchManagedClusters(ctx, client)
 		opts.Clusters = clusters
 
@@ -70,7 +81,7 @@ func main() {
 		if w, err = scorewriter.NewWriter(client, opts, metrics, fn.Log); err != nil {
 			return err
 		}
-		clusters.OnDelete(w.ForgetCluster)
+		clusters.Notify(w)
 		// Ready once both informers have synced: before, every cluster would look unknown and no
 		// object's expiry would be known.
 		fn.SetReadiness(func() error { return errors.Join(clusters.Ready(), w.Ready()) })
@@ -81,16 +92,16 @@ func main() {
 		wctx, stopWriter := context.WithCancel(context.Background())
 		go func() { w.Run(wctx); close(done) }()
 		if mf != nil {
-			// Scores masked before the start, or while the writer ran, leave their objects now.
-			enforce := func(es []masks.Entry) {
+			// Every replica follows the masks for what it writes; scores masked while the writer
+			// runs leave their objects now (the replica that leads writes them; one that starts
+			// leading looks at every object).
+			go mf.Watch(ctx, *maskEvery, func(es []masks.Entry) {
 				keys := make([]scorewriter.Key, len(es))
 				for i, e := range es {
 					keys[i] = scorewriter.Key{Cluster: e.Cluster, Resource: e.Resource}
 				}
 				w.EnforceMasks(keys...)
-			}
-			enforce(mf.Set().Entries())
-			go mf.Watch(ctx, *maskEvery, enforce)
+			})
 		}
 		err = fn.Serve(ctx, h.Handle, h.FailureReply)
 		// Every request has been answered (after its write, or 503), so what the writer still

@@ -64,6 +64,14 @@ func (m *ManagedClusters) Admit(name string) *contract.FieldError {
 		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("no ManagedCluster named %q", name)}
 	case err != nil:
 		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("ManagedCluster %q: %v", name, err)}
+	}
+	return admitted(c)
+}
+
+// admitted is Admit for the ManagedCluster c.
+func admitted(c *clusterv1.ManagedCluster) *contract.FieldError {
+	name := c.Name
+	switch {
 	case c.DeletionTimestamp != nil:
 		return &contract.FieldError{Reason: contract.ReasonUnknownCluster, Message: fmt.Sprintf("ManagedCluster %q is being deleted", name)}
 	case !c.Spec.HubAcceptsClient:
@@ -74,18 +82,35 @@ func (m *ManagedClusters) Admit(name string) *contract.FieldError {
 	return nil
 }
 
-// OnDelete calls f with the name of each ManagedCluster deleted from the hub, so that what is
-// kept for it can go (Writer.ForgetCluster).
-func (m *ManagedClusters) OnDelete(f func(name string)) {
-	_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if c, ok := obj.(*clusterv1.ManagedCluster); ok {
-			f(c.Name)
-		}
-	}})
+// Notify tells w of the clusters that leave the hub (Writer.ForgetCluster: what is kept for them
+// goes) and of those admitted, at first or again (Writer.ClusterAdmitted: what fell due while the
+// writer could not write for them is written).
+func (m *ManagedClusters) Notify(w *Writer) {
+	_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if c, ok := obj.(*clusterv1.ManagedCluster); ok && admitted(c) == nil {
+				w.ClusterAdmitted(c.Name)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			prev, _ := old.(*clusterv1.ManagedCluster)
+			if c, ok := obj.(*clusterv1.ManagedCluster); ok && admitted(c) == nil && (prev == nil || admitted(prev) != nil) {
+				w.ClusterAdmitted(c.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if c, ok := obj.(*clusterv1.ManagedCluster); ok {
+				w.ForgetCluster(c.Name)
+			}
+		},
+	})
 }
+
+// HasSynced reports whether the informer has synced: before that, every cluster looks unknown.
+func (m *ManagedClusters) HasSynced() bool { return m.synced() }
 
 // Ready is nil once the informer has synced: before that, every cluster would look unknown.
 func (m *ManagedClusters) Ready() error {

@@ -28,8 +28,12 @@ func (w *Writer) flush(ctx context.Context, key Key) bool {
 	}
 	w.startDeadlines(us)
 	f := &flushing{w: w, ctx: ctx, key: key, us: us}
-	f.cur, f.skipped = w.current(key)
-	if retrying && !f.read() { // after a failure the object's state is unknown
+	var own bool
+	f.cur, f.skipped, own = w.current(key)
+	// After a failure the object's state is unknown. A write of the writer's own accord was
+	// scheduled from a version the informer showed, which the writer's copy may be behind (a
+	// relist shows versions out of turn): either way the hub says which is current.
+	if (retrying || len(us) == 0 && own) && !f.read() {
 		return true
 	}
 	for conflicts := 0; ; {

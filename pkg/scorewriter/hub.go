@@ -114,10 +114,13 @@ func interned(s string) string {
 }
 
 // observed takes the informer's news of an object (old nil: added, or listed). The writer's own
-// copy goes once the informer has it or has moved past it; until then the informer's news is of
-// versions before it, which the writer has planned from already. Otherwise (the copy's own version
-// included) the object's series follow what the hub holds, whoever wrote it (another replica may
-// have removed an expired score), and the object is scheduled for its next write of its own.
+// copy goes once the informer has it or has moved past it; until then the informer's news is
+// usually of versions before it, and the object's series keep following the copy. Otherwise (the
+// copy's own version included) the series follow what the hub holds, whoever wrote it (another
+// replica may have removed an expired score). Every version the informer shows is scheduled for
+// its next write of its own: after a relist, a version that is neither the copy nor the one after
+// it may well be later than the copy (another replica wrote meanwhile), and its expiry must not be
+// missed; a wake-up for a version the copy has moved past finds nothing to write.
 func (w *Writer) observed(old, obj any) {
 	cur, ok := obj.(*clusterv1alpha1.AddOnPlacementScore)
 	if !ok {
@@ -149,10 +152,9 @@ func (w *Writer) observed(old, obj any) {
 		}
 	}
 	w.mu.Unlock()
-	if behind {
-		return
+	if !behind {
+		w.metrics.follow(key, cur.Status.ValidUntil, cur.Status.Scores)
 	}
-	w.metrics.follow(key, cur.Status.ValidUntil, cur.Status.Scores)
 	w.schedule(key, w.dueAt(key, cur))
 }
 
@@ -181,9 +183,9 @@ func (w *Writer) dueAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) time.T
 	return p.due
 }
 
-// mayWrite reports whether the writer may write obj without an update for it.
+// mayWrite reports whether the writer may write obj without an update for it: while it leads.
 func (w *Writer) mayWrite(key Key, obj *clusterv1alpha1.AddOnPlacementScore) bool {
-	if obj == nil || !hasLedger(obj) && !w.holdsMasked(key, obj) {
+	if !w.leading.Load() || obj == nil || !hasLedger(obj) && !w.holdsMasked(key, obj) {
 		return false
 	}
 	return w.opts.Clusters == nil || w.opts.Clusters.Admit(key.Cluster) == nil

@@ -20,8 +20,12 @@ type Masks interface {
 // written leave them, not at their next update: call it with the objects of added masks. Such a
 // write changes nothing where no masked score is present. A write that fails transiently is
 // retried, with backoff, until it succeeds; one refused for good is tried again when the informer
-// next reports the object (at the latest its resync).
+// next reports the object (at the latest its resync). Only the replica that leads enforces masks;
+// one that starts leading looks at every object (masks in force before included).
 func (w *Writer) EnforceMasks(keys ...Key) {
+	if !w.leading.Load() {
+		return
+	}
 	for _, k := range keys {
 		w.wake(k)
 	}

@@ -21,6 +21,7 @@ type Metrics struct {
 	replies     *prometheus.CounterVec
 	pending     prometheus.GaugeFunc
 	dropped     prometheus.Counter
+	leading     prometheus.Gauge
 
 	// The per-cluster series above (score, updatedAt, validUntil) cost about half a KiB each, and
 	// a fleet has clusters x resources x (scores + 2) of them: beyond maxSeries an object gets
@@ -86,6 +87,10 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 		Name: "scoreflow_writer_score_series_dropped_total",
 		Help: "Per-cluster series (scoreflow_score, scoreflow_score_updated_timestamp_seconds, scoreflow_score_valid_until_timestamp_seconds) not set because --max-score-series were in use, counted at each write that would have set them.",
 	})
+	m.leading = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "scoreflow_writer_leading",
+		Help: "1 while this replica does the writer's work of its own accord (expiry, masks), under its Lease; 0 otherwise.",
+	})
 	m.maxSeries = DefaultOptions().MaxScoreSeries
 	m.objects = map[Key]*objectSeries{}
 	m.updated = map[Key]float64{}
@@ -94,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 		Help: "Per-cluster score and freshness series this writer exports (at most --max-score-series).",
 	}, func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return float64(m.used) })
 	reg.MustRegister(m.items, m.latency, m.apiRequests, m.batchSize, m.score, m.updatedAt, m.validUntil, m.replies, m.pending,
-		m.dropped, series, byResource{m})
+		m.dropped, m.leading, series, byResource{m})
 	return m
 }
 

@@ -136,16 +136,17 @@ func (w *Writer) take(key Key) (us []*Update, retrying, ok bool) {
 }
 
 // current is the writer's best copy of key's object: the one it last wrote or read while the
-// informer has not caught up with it, else the informer's; nil when neither knows of one. With it,
-// the lines skipped at its version. The copy is shared: whoever changes it changes a deep copy.
-func (w *Writer) current(key Key) (*clusterv1alpha1.AddOnPlacementScore, skippedLines) {
+// informer has not caught up with it (own true), else the informer's; nil when neither knows of
+// one. With it, the lines skipped at its version. The copy is shared: whoever changes it changes a
+// deep copy.
+func (w *Writer) current(key Key) (obj *clusterv1alpha1.AddOnPlacementScore, skipped skippedLines, own bool) {
 	w.mu.Lock()
-	obj := w.objects[key].written()
+	obj = w.objects[key].written()
 	w.mu.Unlock()
-	if obj == nil {
+	if own = obj != nil; !own {
 		obj = w.hub.get(key)
 	}
-	return obj, w.skippedAt(key, obj)
+	return obj, w.skippedAt(key, obj), own
 }
 
 // skippedAt are the lines skipped at obj's version, if any.

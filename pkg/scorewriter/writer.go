@@ -3,11 +3,14 @@
 // answered per cluster item. Handler turns it into a CloudEvents receiver.
 //
 // The writer learns what the hub holds from an informer on AddOnPlacementScores (hub.go), so that
-// an object's expiry is kept after a restart and by every replica: each object that carries the
-// writer's ledger is rewritten when one of its scores expires. Per object it keeps what its writes
-// need while they are under way (object.go); one queue, with client-go's rate limiter for
-// retries, hands objects to the workers (flush.go); makePlan (plan.go) decides what a write holds
-// and what each update comes to.
+// an object's expiry is kept after a restart and whatever another replica wrote: each object that
+// carries the writer's ledger is rewritten when one of its scores expires. That work of its own
+// accord (expiry, masks, owed validity) runs in one replica at a time, under a Lease
+// (Options.Elector), once the informers on AddOnPlacementScores and ManagedClusters have synced;
+// a timetable (timetable.go) wakes each object when its time comes by the wall clock. Every
+// replica answers events. Per object the writer keeps what its writes need while they are under
+// way (object.go); one queue, with client-go's rate limiter for retries, hands objects to the
+// workers (flush.go); makePlan (plan.go) decides what a write holds and what each update comes to.
 //
 // Write avoidance (makePlan): a newer observation of a value the object holds is not written
 // while the stored validUntil keeps at least half the validity the update gives; it is answered
@@ -23,15 +26,19 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
+	"github.com/scoreflow/scoreflow/pkg/leader"
 )
 
 // Key names one AddOnPlacementScore: the cluster's namespace and the score resource.
@@ -127,10 +134,24 @@ type Options struct {
 	Masks Masks
 	// Clusters admits the clusters whose objects the writer writes on its own (a score's expiry,
 	// masks, owed validity): the informer sees every namespace, the writer writes only in those
-	// of accepted ManagedClusters. Nil admits every cluster.
-	Clusters ClusterChecker
+	// of accepted ManagedClusters. Its work of its own accord waits until Clusters has synced, and
+	// an object is scheduled again when its cluster is admitted again (ClusterAdmitted). Nil
+	// admits every cluster.
+	Clusters ClusterView
+	// Elector runs the writer's work of its own accord in one replica at a time, under a Lease;
+	// nil: in this replica, always (a single writer). Every replica writes the updates it
+	// receives.
+	Elector *leader.Elector
 	// Clock is the writer's time; nil is the real clock. Tests step a fake one.
 	Clock clock.WithTickerAndDelayedExecution
+}
+
+// ClusterView is what the writer's work of its own accord needs of the managed clusters: whether
+// one is admitted, and whether that answer can be trusted yet (an informer that has not synced
+// knows no cluster).
+type ClusterView interface {
+	ClusterChecker
+	HasSynced() bool
 }
 
 // DefaultOptions are the writer's defaults (and its flags').
@@ -170,11 +191,6 @@ const (
 	retryMax  = 2 * time.Second
 )
 
-// maxWait bounds how far ahead the writer schedules an object: one whose next expiry is further
-// is looked at again then (and at each informer resync), so that no time, however far, is turned
-// into a wait that could overflow.
-const maxWait = 24 * time.Hour
-
 // ErrOverloaded is returned by Submit when MaxPending updates are already waiting.
 var ErrOverloaded = errors.New("too many updates waiting to be written")
 
@@ -193,6 +209,10 @@ type Writer struct {
 	queue workqueue.TypedRateLimitingInterface[Key]
 	// retries is the queue's rate limiter: how long an object waits for the retry of a failed write.
 	retries workqueue.TypedRateLimiter[Key]
+	// timetable wakes objects for their writes of their own, while this replica leads.
+	timetable *timetable
+	// leading: this replica does the work of its own accord now (ownWork runs).
+	leading atomic.Bool
 
 	mu       sync.Mutex
 	objects  map[Key]*object // objects with updates, a retry, a rest or a copy of their own; see object
@@ -217,15 +237,16 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 	metrics.mu.Unlock()
 	retries := workqueue.NewTypedItemExponentialFailureRateLimiter[Key](retryBase, retryMax)
 	w := &Writer{
-		client:   client,
-		retries:  retries,
-		opts:     opts,
-		clock:    opts.Clock,
-		log:      log,
-		metrics:  metrics,
-		objects:  map[Key]*object{},
-		creating: map[string]int{},
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(retries, workqueue.TypedRateLimitingQueueConfig[Key]{Clock: opts.Clock}),
+		client:    client,
+		retries:   retries,
+		opts:      opts,
+		clock:     opts.Clock,
+		log:       log,
+		metrics:   metrics,
+		objects:   map[Key]*object{},
+		creating:  map[string]int{},
+		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(retries, workqueue.TypedRateLimitingQueueConfig[Key]{Clock: opts.Clock}),
+		timetable: newTimetable(opts.Clock),
 	}
 	w.hub = newHubView(client, w)
 	return w, nil
@@ -297,20 +318,23 @@ func (w *Writer) wake(key Key) {
 	}
 }
 
-// schedule queues key for due (zero: nothing to schedule). The queue keeps the earliest due time
-// of a key, so a later one may be dropped: the earlier wake-up schedules it again.
+// schedule has key written of the writer's own accord at due (zero: nothing to schedule), while
+// this replica leads. The timetable keeps the earliest time of a key, so a later one may be
+// dropped: the earlier wake-up schedules it again.
 func (w *Writer) schedule(key Key, due time.Time) {
-	if due.IsZero() {
+	if due.IsZero() || !w.leading.Load() {
 		return
 	}
-	w.queue.AddAfter(key, min(due.Sub(w.clock.Now()), maxWait))
+	w.timetable.add(key, due)
 }
 
-// Run writes until ctx ends. Then it cancels the writes under way, fails every update still
-// waiting as retriable (their events are answered 503, so the broker redelivers them) and returns.
+// Run writes until ctx ends, and does the work of its own accord while it leads (Options.Elector).
+// Then it cancels the writes under way, fails every update still waiting as retriable (their
+// events are answered 503, so the broker redelivers them) and returns.
 func (w *Writer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	w.hub.start(ctx)
+	wg.Go(func() { leader.RunOrAlways(ctx, w.opts.Elector, w.ownWork) })
 	if cache.WaitForCacheSync(ctx.Done(), w.hub.synced) {
 		for range w.opts.Workers {
 			wg.Go(func() {
@@ -351,6 +375,49 @@ func (w *Writer) Run(ctx context.Context) {
 	w.mu.Unlock()
 	for _, us := range left {
 		w.resolveAll(us, failed(contract.ReasonUnavailable, true, "the writer stopped before writing"))
+	}
+}
+
+// ownWork does what the writer does of its own accord (expiry, masks, owed validity), until ctx
+// ends: it schedules every object the informer knows, then each object the informer shows, and
+// wakes each when its time comes. It decides only from synced listers: before the ManagedCluster
+// informer has synced every cluster would look unknown, and its objects would be scheduled for
+// nothing.
+func (w *Writer) ownWork(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.hub.synced, w.clustersSynced) {
+		return
+	}
+	w.timetable.clear()
+	w.leading.Store(true)
+	w.metrics.leading.Set(1)
+	defer func() {
+		w.leading.Store(false)
+		w.metrics.leading.Set(0)
+		w.timetable.clear()
+	}()
+	w.log.Info("scheduling the writer's own writes", "objects", len(w.hub.informer.GetStore().ListKeys()))
+	for _, obj := range w.hub.informer.GetStore().List() {
+		if cur, ok := obj.(*clusterv1alpha1.AddOnPlacementScore); ok {
+			key := Key{Cluster: cur.Namespace, Resource: cur.Name}
+			w.schedule(key, w.dueAt(key, cur))
+		}
+	}
+	w.timetable.run(ctx, w.wake)
+}
+
+func (w *Writer) clustersSynced() bool { return w.opts.Clusters == nil || w.opts.Clusters.HasSynced() }
+
+// ClusterAdmitted schedules the objects of a cluster the hub has admitted (again: its ManagedCluster
+// registered anew, or accepted after it was not): what fell due while the writer could not write
+// for it is written now.
+func (w *Writer) ClusterAdmitted(cluster string) {
+	if !w.leading.Load() {
+		return
+	}
+	objs, _ := w.hub.lister.AddOnPlacementScores(cluster).List(labels.Everything())
+	for _, obj := range objs {
+		key := Key{Cluster: obj.Namespace, Resource: obj.Name}
+		w.schedule(key, w.dueAt(key, obj))
 	}
 }
 

@@ -144,7 +144,7 @@ func TestQuickstartPlacementMoves(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	must(hub.WriteKubeconfig(kubeconfig))
-	writer := startWriterBinary(t, dir, "KUBECONFIG="+kubeconfig)
+	writer := startWriterBinary(t, dir, "KUBECONFIG="+kubeconfig, "POD_NAMESPACE=default") // its Lease: where a pod's token would say
 	event := blocks["event"]
 	swapped := strings.NewReplacer(`"value": 80`, `"value": 20`, `"value": 20`, `"value": 80`).Replace(event)
 	if swapped == event {

@@ -417,6 +417,8 @@ func startWriterBinary(tb testing.TB, bin string, env ...string) *writerProcess 
 	p, err := proc.Start(proc.Spec{Name: "score-writer", Path: bin, Out: out, Env: append(append(os.Environ(),
 		"KUBECONFIG="+hub.KubeconfigPath(), "ADDRESS=127.0.0.1", fmt.Sprintf("PORT=%d", port),
 		"TTL="+fleetTTL.String(), "RETRY_FOR=15s", "LOG_LEVEL=info",
+		// Leader election as deployed, its Lease in a namespace every hub has.
+		"POD_NAMESPACE=default",
 		// The senders here wait for each event's whole answer, however long its writes take:
 		// the writer measured, not the broker's redeliveries (deadline_test.go tests those).
 		"EVENT_DEADLINE=0"), env...)})

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/function"
+	"github.com/scoreflow/scoreflow/pkg/leader"
 	"github.com/scoreflow/scoreflow/pkg/scorewriter"
 )
 
@@ -57,7 +60,35 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = hub.Stop()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// sharedWriterBinary is functions/score-writer built once for the tests of this process.
+func sharedWriterBinary(tb testing.TB) string {
+	tb.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "score-writer-bin-"); binErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "score-writer"), "./functions/score-writer")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("building the writer: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		tb.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "score-writer")
 }
 
 // server is a score-writer as deployed: the function runtime's HTTP handler in front of a Writer.
@@ -79,6 +110,9 @@ type serverOpts struct {
 	// requireResource refuses events without the scoreflowresource attribute (the oidc variant's
 	// REQUIRE_RESOURCE_ATTRIBUTE).
 	requireResource bool
+	// lease, when set, runs the writer's work of its own accord under leader election for the
+	// Lease of that name (in namespace default), as deployed; unset, the writer always does it.
+	lease string
 }
 
 func fastClient(t testing.TB) clusterclient.Interface {
@@ -129,11 +163,22 @@ func startWriter(t testing.TB, o serverOpts) *server {
 		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
 	}
 	opts.Clusters = mcs
+	if o.writer.Clock != nil {
+		opts.Clock = o.writer.Clock
+	}
+	if o.lease != "" {
+		e, err := leader.New(hub.Kube, leader.Options{Namespace: "default", Name: o.lease, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second,
+			RetryPeriod: 200 * time.Millisecond, Log: fn.Log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Elector = e
+	}
 	w, err := scorewriter.NewWriter(writeClient, opts, metrics, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcs.OnDelete(w.ForgetCluster)
+	mcs.Notify(w)
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
 	for w.Ready() != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -174,6 +176,51 @@ func TestDeletedClusterReleasesItsSeries(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); len(s.scoreSeries(t, "leaving", "leaving")) > 0 || objects() > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("10s after the ManagedCluster's deletion: series %v, %v objects in the aggregate", s.scoreSeries(t, "leaving", "leaving"), objects())
+		}
+	}
+}
+
+// steppedClock is the real clock whose wall time a test steps, as an NTP correction or an
+// administrator steps a node's: its timers keep running on the real clock, as Go's timers keep
+// running on the monotonic clock whatever the wall clock does.
+type steppedClock struct {
+	clock.RealClock
+	offset atomic.Int64 // nanoseconds added to the wall time
+}
+
+func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *steppedClock) step(d time.Duration)            { c.offset.Add(int64(d)) }
+
+// The wall clock steps forward past a score's validUntil: the score is removed within a bounded
+// delay of the step, not when the time that was left before the step has run out. Not parallel:
+// the stepped writer expires every object on the hub by its clock.
+func TestExpiryFollowsAWallClockStep(t *testing.T) {
+	clk := &steppedClock{}
+	s := startWriter(t, serverOpts{writer: scorewriter.Options{Clock: clk}})
+	validUntil := time.Now().Add(40 * time.Second)
+	later := time.Now().Add(time.Hour)
+	for _, su := range []contract.ScoreUpdated{
+		{Resource: "clock-step", ValidUntil: &validUntil, Items: []contract.ClusterScores{item("c3", score("short", 1))}},
+		{Resource: "clock-step", ValidUntil: &later, Items: []contract.ClusterScores{item("c3", score("long", 2))}},
+	} {
+		if status, reply := s.send(t, scoreEvent(t, time.Now(), su)); status != http.StatusOK || result(t, reply).Failed() {
+			t.Fatalf("%d %+v", status, result(t, reply))
+		}
+	}
+	clk.step(45 * time.Second)
+	stepped := time.Now()
+	for deadline := stepped.Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := scoresOf(get(t, "c3", "clock-step"))
+		if _, ok := got["short"]; !ok {
+			if got["long"] != 2 {
+				t.Errorf("after the expiry: %v, want long=2", got)
+			}
+			t.Logf("removed %s after the clock stepped past its validUntil", time.Since(stepped).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the wall clock stepped 5s past its validUntil the score is still on the hub: %v", time.Since(stepped).Round(time.Millisecond), got)
 		}
 	}
 }
