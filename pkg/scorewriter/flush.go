@@ -225,7 +225,9 @@ func (w *Writer) write(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnP
 	if base == nil {
 		// Status given on create is dropped (status subresource): create, then write status.
 		w.creatingNow(key, true)
-		created, err := api.Create(ctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: key.Resource, Namespace: key.Cluster}}, metav1.CreateOptions{})
+		rctx, cancel := w.requestContext(ctx)
+		created, err := api.Create(rctx, &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: key.Resource, Namespace: key.Cluster}}, metav1.CreateOptions{})
+		cancel()
 		w.count("create", err)
 		if err != nil {
 			w.creatingNow(key, false)
@@ -238,7 +240,9 @@ func (w *Writer) write(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnP
 	next.Status = p.status
 	// One write: scores, validUntil and ledger together, guarded by resourceVersion, so concurrent
 	// writers (here or in other replicas) never overwrite each other.
-	written, err := api.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	rctx, cancel := w.requestContext(ctx)
+	defer cancel()
+	written, err := api.UpdateStatus(rctx, next, metav1.UpdateOptions{})
 	w.count("update_status", err)
 	if err != nil {
 		return nil, err
@@ -248,10 +252,18 @@ func (w *Writer) write(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnP
 	return written, nil
 }
 
+// requestContext bounds one hub request by Options.RequestTimeout: a hub that takes a request and
+// never answers costs a retry, not a worker.
+func (w *Writer) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.opts.RequestTimeout)
+}
+
 // load reads key's object from the hub (nil without error when it does not exist), with what was
 // skipped at its version.
 func (w *Writer) load(ctx context.Context, key Key) (*clusterv1alpha1.AddOnPlacementScore, skippedLines, error) {
-	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(ctx, key.Resource, metav1.GetOptions{})
+	rctx, cancel := w.requestContext(ctx)
+	defer cancel()
+	obj, err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Get(rctx, key.Resource, metav1.GetOptions{})
 	w.count("get", err)
 	switch {
 	case apierrors.IsNotFound(err):

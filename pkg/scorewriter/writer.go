@@ -130,6 +130,10 @@ type Options struct {
 	// KiB of heap each, so 10,000 clusters x 5 resources x 2 scores would hold some 100 MiB. An
 	// object beyond it gets none; the per-resource freshness aggregates cover every object.
 	MaxScoreSeries int
+	// RequestTimeout bounds each hub request: one unanswered by then (a frozen hub, a connection
+	// that went silent) is abandoned and handled as the hub being unavailable (retried until
+	// RetryFor).
+	RequestTimeout time.Duration
 	// Masks, when set, turns scores off: see Writer.plan.
 	Masks Masks
 	// Clusters admits the clusters whose objects the writer writes on its own (a score's expiry,
@@ -157,8 +161,12 @@ type ClusterView interface {
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
 	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
-		MaxResourcesPerCluster: 64, MaxScoreSeries: 10000}
+		MaxResourcesPerCluster: 64, MaxScoreSeries: 10000, RequestTimeout: DefaultRequestTimeout}
 }
+
+// DefaultRequestTimeout bounds a hub request: far above what the largest write takes (an object
+// at contract.MaxObjectStatusBytes, a fraction of a second), far below the event deadline.
+const DefaultRequestTimeout = 10 * time.Second
 
 // Validate refuses options that would stall the writer.
 func (o Options) Validate() error {
@@ -177,6 +185,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("max resources per cluster must be at least 1, not %d", o.MaxResourcesPerCluster)
 	case o.MaxScoreSeries < 0:
 		return fmt.Errorf("max score series %d is negative", o.MaxScoreSeries)
+	case o.RequestTimeout <= 0:
+		return fmt.Errorf("hub request timeout must be positive, not %s", o.RequestTimeout)
 	}
 	return nil
 }

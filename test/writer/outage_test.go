@@ -130,3 +130,26 @@ func TestUnavailableHubAnswers503ThenRedeliveryWrites(t *testing.T) {
 		t.Errorf("score a = %d, want 77", got["a"])
 	}
 }
+
+// A hub that takes requests and never answers them (frozen: an API server stuck on its storage, a
+// black-holed connection) costs an event no more than a hub that refuses them: each request is
+// abandoned after the writer's request timeout and retried, and the event is answered 503 once
+// --retry-for has passed, well before its deadline.
+func TestFrozenHubIsAnsweredAfterRetryFor(t *testing.T) {
+	t.Parallel()
+	p := newThrottlingHub(t)
+	s := startWriter(t, serverOpts{hub: p.config(), writer: scorewriter.Options{RetryFor: 2 * time.Second}, deadline: 40 * time.Second})
+	p.slowBy(time.Hour)
+	start := time.Now()
+	status, reply := s.send(t, scoreEvent(t, time.Now(), contract.ScoreUpdated{Resource: "frozen", Items: []contract.ClusterScores{item("c1", score("a", 1))}}))
+	took := time.Since(start)
+	p.slowBy(0)
+	if r := result(t, reply); status != http.StatusServiceUnavailable || !r.AnyRetriable() || r.Counts["Failed/Unavailable"]+len(r.Items) != 1 {
+		t.Errorf("with the hub frozen: %d %+v, want 503, the item retriable, Failed/Unavailable", status, r)
+	}
+	limit := 2*time.Second + scorewriter.DefaultRequestTimeout + 3*time.Second
+	t.Logf("answered %d after %s", status, took.Round(time.Millisecond))
+	if took > limit {
+		t.Errorf("answered after %s, want within retry-for, one request timeout and some (%s)", took.Round(time.Millisecond), limit)
+	}
+}

@@ -29,6 +29,8 @@ type throttlingHub struct {
 
 	mu    sync.Mutex
 	calls map[string]int // "METHOD path" of AddOnPlacementScore requests passed on -> how many
+
+	closed chan struct{} // closed when the test ends: requests still held are let go
 }
 
 func newThrottlingHub(t testing.TB) *throttlingHub {
@@ -44,7 +46,7 @@ func newThrottlingHub(t testing.TB) *throttlingHub {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	proxy.FlushInterval = -1
-	p := &throttlingHub{calls: map[string]int{}}
+	p := &throttlingHub{calls: map[string]int{}, closed: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "/addonplacementscores") {
 			p.requests.Add(1)
@@ -52,6 +54,8 @@ func newThrottlingHub(t testing.TB) *throttlingHub {
 				select {
 				case <-time.After(d):
 				case <-r.Context().Done():
+					return
+				case <-p.closed:
 					return
 				}
 			}
@@ -73,7 +77,10 @@ func newThrottlingHub(t testing.TB) *throttlingHub {
 		}
 		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		close(p.closed)
+		srv.Close()
+	})
 	p.url = srv.URL
 	return p
 }
