@@ -34,6 +34,7 @@ func main() {
 	fn.Flags.IntVar(&opts.MaxConflicts, "max-conflicts", opts.MaxConflicts, "re-reads after write conflicts before an update fails as retriable")
 	fn.Flags.DurationVar(&opts.RetryFor, "retry-for", opts.RetryFor, "how long to retry an unavailable hub before answering 503 so the broker redelivers")
 	fn.Flags.DurationVar(&opts.RequestTimeout, "hub-request-timeout", opts.RequestTimeout, "how long one hub request may take before it is abandoned and retried (a frozen hub): events are then answered 503 after --retry-for, not at --event-deadline")
+	fn.Flags.DurationVar(&opts.DeleteEmptyAfter, "delete-empty-after", opts.DeleteEmptyAfter, "how long an AddOnPlacementScore the writer left without scores (every one expired, retired or masked) stays before the writer deletes it, freeing its place in --max-resources-per-cluster")
 	fn.Flags.IntVar(&opts.MaxPending, "max-pending", opts.MaxPending, "updates accepted but not yet written; beyond it events get 503")
 	fn.Flags.IntVar(&opts.MaxResourcesPerCluster, "max-resources-per-cluster", opts.MaxResourcesPerCluster, "AddOnPlacementScores the writer keeps per cluster namespace; creating one more is refused (TooManyResources)")
 	fn.Flags.IntVar(&opts.MaxScoreSeries, "max-score-series", opts.MaxScoreSeries, "per-cluster series of scoreflow_score and its freshness gauges exported (about half a KiB of memory each); objects beyond get none, counted in scoreflow_writer_score_series_dropped_total, and only the per-resource freshness aggregates cover them")

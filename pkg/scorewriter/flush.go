@@ -40,6 +40,28 @@ func (w *Writer) flush(ctx context.Context, key Key) bool {
 		if len(us) == 0 && !w.mayWrite(key, f.cur) {
 			return false
 		}
+		if since, empty := emptySince(f.cur); empty && len(us) == 0 {
+			// An object left without scores: deleted once its grace period is over, so that it
+			// no longer holds its cluster's quota (a Placement counts a missing score as an
+			// expired one).
+			if end := since.Add(w.opts.DeleteEmptyAfter); w.clock.Now().Before(end) {
+				w.schedule(key, end)
+				return false
+			}
+			err := w.deleteEmpty(ctx, key, f.cur)
+			switch {
+			case err == nil:
+				return true
+			case !apierrors.IsConflict(err):
+				w.failed(ctx, key, nil, err)
+				return true
+			}
+			// Written since (its preconditions failed): look again.
+			if conflicts++; conflicts > w.opts.MaxConflicts || !f.read() {
+				return true
+			}
+			continue
+		}
 		p := w.plan(key, f.cur, f.skipped, us)
 		switch {
 		case !p.changed && len(us) > 0 && !f.confirmed && f.cur != nil:
@@ -199,11 +221,14 @@ func (w *Writer) retryLater(key Key, us []*Update, reason contract.Reason, err e
 }
 
 // owesWrite reports whether key's object, as the informer last saw it, needs a write of its own
-// now: then a failed write of it is retried until it lands.
+// now (or its deletion): then a failed write of it is retried until it lands.
 func (w *Writer) owesWrite(key Key) bool {
 	obj := w.hub.get(key)
 	if !w.mayWrite(key, obj) {
 		return false
+	}
+	if since, empty := emptySince(obj); empty {
+		return !w.clock.Now().Before(since.Add(w.opts.DeleteEmptyAfter)) // its deletion
 	}
 	return w.plan(key, obj, w.skippedAt(key, obj), nil).changed
 }
@@ -250,6 +275,25 @@ func (w *Writer) write(ctx context.Context, key Key, cur *clusterv1alpha1.AddOnP
 	written = slim(written)
 	w.saw(key, written)
 	return written, nil
+}
+
+// deleteEmpty deletes obj, an object left without scores, unless it changed since (its uid and
+// resourceVersion are preconditions: a score written meanwhile, by anyone, keeps it). Gone
+// already is done.
+func (w *Writer) deleteEmpty(ctx context.Context, key Key, obj *clusterv1alpha1.AddOnPlacementScore) error {
+	rctx, cancel := w.requestContext(ctx)
+	defer cancel()
+	uid, rv := obj.UID, obj.ResourceVersion
+	err := w.client.ClusterV1alpha1().AddOnPlacementScores(key.Cluster).Delete(rctx, key.Resource,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	w.count("delete", err)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	w.log.Info("deleted an AddOnPlacementScore left without scores", "object", key.String(), "after", w.opts.DeleteEmptyAfter.String())
+	w.queue.Forget(key)
+	w.forget(key)
+	return nil
 }
 
 // requestContext bounds one hub request by Options.RequestTimeout: a hub that takes a request and

@@ -103,6 +103,10 @@ func interned(s string) string {
 		return ConditionUpdated
 	case string(metav1.ConditionTrue):
 		return string(metav1.ConditionTrue)
+	case string(metav1.ConditionFalse):
+		return string(metav1.ConditionFalse)
+	case reasonNoScores:
+		return reasonNoScores
 	case reasonObservationTimes:
 		return reasonObservationTimes
 	case reasonScoresWritten:
@@ -170,11 +174,15 @@ func (w *Writer) deleted(obj any) {
 
 // dueAt is when the writer must next write obj of its own accord: now if something is due
 // (an expired score, a masked one, owed validity, a validUntil someone else changed), else its
-// next expiry or owed validity; zero when never. Only objects the writer may write on its own:
-// those carrying its ledger, or masked scores, in the namespace of an admitted cluster.
+// next expiry or owed validity, or for an object left without scores the end of its grace period
+// (its deletion); zero when never. Only objects the writer may write on its own: those carrying
+// its ledger, masked scores or left empty by it, in the namespace of an admitted cluster.
 func (w *Writer) dueAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) time.Time {
 	if !w.mayWrite(key, obj) {
 		return time.Time{}
+	}
+	if since, ok := emptySince(obj); ok {
+		return since.Add(w.opts.DeleteEmptyAfter)
 	}
 	p := w.plan(key, obj, w.skippedAt(key, obj), nil)
 	if p.changed {
@@ -185,7 +193,10 @@ func (w *Writer) dueAt(key Key, obj *clusterv1alpha1.AddOnPlacementScore) time.T
 
 // mayWrite reports whether the writer may write obj without an update for it: while it leads.
 func (w *Writer) mayWrite(key Key, obj *clusterv1alpha1.AddOnPlacementScore) bool {
-	if !w.leading.Load() || obj == nil || !hasLedger(obj) && !w.holdsMasked(key, obj) {
+	if !w.leading.Load() || obj == nil {
+		return false
+	}
+	if _, empty := emptySince(obj); !empty && !hasLedger(obj) && !w.holdsMasked(key, obj) {
 		return false
 	}
 	return w.opts.Clusters == nil || w.opts.Clusters.Admit(key.Cluster) == nil

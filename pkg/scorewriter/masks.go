@@ -70,7 +70,7 @@ func (w *Writer) plan(key Key, cur *clusterv1alpha1.AddOnPlacementScore, skipped
 	}
 	p.outcomes = outcomes
 	if !p.changed && len(removed) > 0 {
-		p.changed, p.status, p.skipped = true, removalStatus(base, removed), nil
+		p.changed, p.status, p.skipped = true, removalStatus(base, removed, now), nil
 	}
 	// The score gauge forgets masked scores as it forgets expired ones.
 	p.removed = append(p.removed, removed...)
@@ -146,7 +146,7 @@ func withoutMasked(obj *clusterv1alpha1.AddOnPlacementScore, isMasked func(strin
 
 // removalStatus is the status of an object whose masked scores were removed and nothing else
 // changed: its validUntil is again the earliest of the remaining scores'.
-func removalStatus(obj *clusterv1alpha1.AddOnPlacementScore, removed []string) clusterv1alpha1.AddOnPlacementScoreStatus {
+func removalStatus(obj *clusterv1alpha1.AddOnPlacementScore, removed []string, now time.Time) clusterv1alpha1.AddOnPlacementScoreStatus {
 	status := *obj.Status.DeepCopy()
 	m := newMerge(obj, nil, time.Time{})
 	status.ValidUntil = nil
@@ -154,18 +154,6 @@ func removalStatus(obj *clusterv1alpha1.AddOnPlacementScore, removed []string) c
 		t := metav1.NewTime(vu)
 		status.ValidUntil = &t
 	}
-	setCondition(&status, reasonScoresMasked, "masked scores removed: "+listed(removed, "scores"))
+	setUpdated(&status, reasonScoresMasked, "masked scores removed: "+listed(removed, "scores"), now)
 	return status
-}
-
-// setCondition sets the writer's ScoresUpdated condition.
-func setCondition(status *clusterv1alpha1.AddOnPlacementScoreStatus, reason, message string) {
-	for i, c := range status.Conditions {
-		if c.Type == ConditionUpdated {
-			status.Conditions[i].Reason, status.Conditions[i].Message = reason, message
-			return
-		}
-	}
-	status.Conditions = append(status.Conditions, metav1.Condition{Type: ConditionUpdated, Status: metav1.ConditionTrue, Reason: reason,
-		Message: message, LastTransitionTime: metav1.Now()})
 }

@@ -89,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 	})
 	m.leading = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "scoreflow_writer_leading",
-		Help: "1 while this replica does the writer's work of its own accord (expiry, masks), under its Lease; 0 otherwise.",
+		Help: "1 while this replica does the writer's work of its own accord (expiry, masks, deleting objects left without scores), under its Lease; 0 otherwise.",
 	})
 	m.maxSeries = DefaultOptions().MaxScoreSeries
 	m.objects = map[Key]*objectSeries{}

@@ -25,6 +25,9 @@ const (
 	reasonObservationTimes = "ObservationTimes"
 	reasonScoresWritten    = "ScoresWritten"
 	reasonScoresMasked     = "ScoresMasked"
+	// reasonNoScores: the object holds no score (every one expired, was retired or masked) since
+	// the condition's lastTransitionTime; the writer deletes it Options.DeleteEmptyAfter later.
+	reasonNoScores = "NoScores"
 )
 
 // plan is what merging updates into an object comes to.
@@ -485,13 +488,37 @@ func (m *merge) status(updates []*Update, outcomes []contract.ItemResult) cluste
 		status.ValidUntil = &t
 	}
 	status.Conditions = setLedger(status.Conditions, m.ledger().messages())
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type:    ConditionUpdated,
-		Status:  metav1.ConditionTrue,
-		Reason:  reasonScoresWritten,
-		Message: conditionMessage(updates, outcomes, m.removed),
-	})
+	setUpdated(&status, reasonScoresWritten, conditionMessage(updates, outcomes, m.removed), m.now)
 	return status
+}
+
+// setUpdated sets the writer's ScoresUpdated condition of status: True with reason and message,
+// or, when status holds no score, False with reason NoScores since now (its lastTransitionTime,
+// kept while it stays so), the time from which the object counts as empty (emptySince).
+func setUpdated(status *clusterv1alpha1.AddOnPlacementScoreStatus, reason, message string, now time.Time) {
+	c := metav1.Condition{Type: ConditionUpdated, Status: metav1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
+	if len(status.Scores) == 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, reasonNoScores
+		if c.Message == "" {
+			c.Message = "no scores"
+		}
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+}
+
+// emptySince is when obj, an object the writer wrote, came to hold no score: it holds none, nor a
+// ledger line, and carries the writer's ScoresUpdated condition, since its lastTransitionTime
+// (an object emptied by an earlier writer, whose condition stayed True, since it was first
+// written). ok is false for any other object: one with scores, or one the writer never wrote.
+func emptySince(obj *clusterv1alpha1.AddOnPlacementScore) (since time.Time, ok bool) {
+	if obj == nil || len(obj.Status.Scores) > 0 || hasLedger(obj) {
+		return time.Time{}, false
+	}
+	c := meta.FindStatusCondition(obj.Status.Conditions, ConditionUpdated)
+	if c == nil || c.Reason != reasonNoScores && c.Reason != reasonScoresWritten && c.Reason != reasonScoresMasked {
+		return time.Time{}, false
+	}
+	return c.LastTransitionTime.Time, true
 }
 
 // objectValidUntil is the validUntil of an object with these lines and, when it holds scores

@@ -315,6 +315,41 @@ func TestMakePlanExpiryAloneIsAChange(t *testing.T) {
 	}
 }
 
+// An object whose last score expires counts as empty from that write on (ScoresUpdated False,
+// NoScores, since then), and the writer deletes it a grace period later; a score written again
+// makes it an object with scores. An object the writer never wrote, or one holding scores, is
+// never empty, whoever made it.
+func TestEmptySince(t *testing.T) {
+	u := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 1)}, t0, t0.Add(time.Minute), "a")
+	written := onHub(makePlan(nil, nil, []*Update{u}, t0))
+	if _, empty := emptySince(written); empty {
+		t.Error("an object with a score counts as empty")
+	}
+	expiredAt := t0.Add(time.Minute + 500*time.Millisecond)
+	emptied := onHub(makePlan(written, nil, nil, expiredAt))
+	since, empty := emptySince(emptied)
+	if !empty || since.Sub(expiredAt).Abs() >= time.Second { // the hub keeps seconds
+		t.Errorf("after its last score expired: empty=%v since %v, want since %v", empty, since, expiredAt)
+	}
+	// Still empty later (nothing to write): the time stays.
+	if p := makePlan(emptied, nil, nil, expiredAt.Add(time.Hour)); p.changed {
+		t.Errorf("an empty object is written again: %+v", p.status)
+	}
+	again := NewUpdate(Key{"c1", "r"}, []contract.Score{sc("a", 2)}, expiredAt, expiredAt.Add(time.Minute), "a")
+	if _, empty := emptySince(onHub(makePlan(emptied, nil, []*Update{again}, expiredAt.Add(time.Second)))); empty {
+		t.Error("an object written again counts as empty")
+	}
+	for name, obj := range map[string]*clusterv1alpha1.AddOnPlacementScore{
+		"no status":                {},
+		"someone else's scores":    foreignObject(nil, clusterv1alpha1.AddOnPlacementScoreItem{Name: "x", Value: 1}),
+		"someone else's condition": {Status: clusterv1alpha1.AddOnPlacementScoreStatus{Conditions: []metav1.Condition{{Type: ConditionUpdated, Status: metav1.ConditionFalse, Reason: "Theirs"}}}},
+	} {
+		if _, empty := emptySince(obj); empty {
+			t.Errorf("%s: counts as the writer's empty object", name)
+		}
+	}
+}
+
 // The ScoresUpdated message names sources chosen by senders: it lists a few, each cut short, and
 // counts the rest, so that no source can push it over the condition's limit.
 func TestConditionMessageIsBounded(t *testing.T) {

@@ -5,10 +5,10 @@
 // The writer learns what the hub holds from an informer on AddOnPlacementScores (hub.go), so that
 // an object's expiry is kept after a restart and whatever another replica wrote: each object that
 // carries the writer's ledger is rewritten when one of its scores expires. That work of its own
-// accord (expiry, masks, owed validity) runs in one replica at a time, under a Lease
-// (Options.Elector), once the informers on AddOnPlacementScores and ManagedClusters have synced;
-// a timetable (timetable.go) wakes each object when its time comes by the wall clock. Every
-// replica answers events. Per object the writer keeps what its writes need while they are under
+// accord (expiry, masks, owed validity, deleting objects left without scores) runs in one replica
+// at a time, under a Lease (Options.Elector), once the informers on AddOnPlacementScores and
+// ManagedClusters have synced; a timetable (timetable.go) wakes each object when its time comes by
+// the wall clock. Every replica answers events. Per object the writer keeps what its writes need while they are under
 // way (object.go); one queue, with client-go's rate limiter for retries, hands objects to the
 // workers (flush.go); makePlan (plan.go) decides what a write holds and what each update comes to.
 //
@@ -134,6 +134,11 @@ type Options struct {
 	// that went silent) is abandoned and handled as the hub being unavailable (retried until
 	// RetryFor).
 	RequestTimeout time.Duration
+	// DeleteEmptyAfter is how long an object the writer left without scores (every one expired,
+	// was retired or masked) stays before the writer deletes it, so that made-up resources do not
+	// hold a cluster's MaxResourcesPerCluster for good. A Placement counts a missing score as an
+	// expired one; a producer that writes again meanwhile keeps the object.
+	DeleteEmptyAfter time.Duration
 	// Masks, when set, turns scores off: see Writer.plan.
 	Masks Masks
 	// Clusters admits the clusters whose objects the writer writes on its own (a score's expiry,
@@ -161,12 +166,16 @@ type ClusterView interface {
 // DefaultOptions are the writer's defaults (and its flags').
 func DefaultOptions() Options {
 	return Options{Window: 10 * time.Millisecond, Workers: 64, MaxConflicts: 16, RetryFor: 15 * time.Second, MaxPending: 200000,
-		MaxResourcesPerCluster: 64, MaxScoreSeries: 10000, RequestTimeout: DefaultRequestTimeout}
+		MaxResourcesPerCluster: 64, MaxScoreSeries: 10000, RequestTimeout: DefaultRequestTimeout, DeleteEmptyAfter: DefaultDeleteEmptyAfter}
 }
 
 // DefaultRequestTimeout bounds a hub request: far above what the largest write takes (an object
 // at contract.MaxObjectStatusBytes, a fraction of a second), far below the event deadline.
 const DefaultRequestTimeout = 10 * time.Second
+
+// DefaultDeleteEmptyAfter is how long an object left without scores stays: long enough that a
+// producer late by a few refreshes finds it again, short enough that junk leaves within minutes.
+const DefaultDeleteEmptyAfter = 10 * time.Minute
 
 // Validate refuses options that would stall the writer.
 func (o Options) Validate() error {
@@ -187,6 +196,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("max score series %d is negative", o.MaxScoreSeries)
 	case o.RequestTimeout <= 0:
 		return fmt.Errorf("hub request timeout must be positive, not %s", o.RequestTimeout)
+	case o.DeleteEmptyAfter <= 0:
+		return fmt.Errorf("delete-empty-after must be positive, not %s", o.DeleteEmptyAfter)
 	}
 	return nil
 }
@@ -388,8 +399,8 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// ownWork does what the writer does of its own accord (expiry, masks, owed validity), until ctx
-// ends: it schedules every object the informer knows, then each object the informer shows, and
+// ownWork does what the writer does of its own accord (expiry, masks, owed validity, deleting
+// objects left without scores), until ctx ends: it schedules every object the informer knows, then each object the informer shows, and
 // wakes each when its time comes. It decides only from synced listers: before the ManagedCluster
 // informer has synced every cluster would look unknown, and its objects would be scheduled for
 // nothing.

@@ -453,3 +453,44 @@ func TestForgetClusterReleasesItsState(t *testing.T) {
 		return true
 	})
 }
+
+// An object left without scores is deleted its grace period later; a delete the hub fails
+// transiently is retried, with backoff, until it lands.
+func TestEmptiedObjectIsDeletedAfterItsGracePeriod(t *testing.T) {
+	client := newHub()
+	opts, clk := fakeTimed()
+	opts.DeleteEmptyAfter = 5 * time.Minute
+	w := runWriter(t, client, opts)
+	key := Key{"c1", "r"}
+	u := NewUpdate(key, []contract.Score{sc("a", 1)}, t0, t0.Add(time.Minute), "test")
+	if err := w.Submit(u); err != nil {
+		t.Fatal(err)
+	}
+	if r := resultOf(t, u); r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("write: %+v", r)
+	}
+	var failures atomic.Int32
+	client.PrependReactor("delete", "addonplacementscores", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failures.Add(1) == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("the hub is busy")
+		}
+		return false, nil, nil
+	})
+	advanceUntil(t, clk, 10*time.Second, func() bool { return len(hubScores(t, client, key).Status.Scores) == 0 })
+	emptied := clk.Now()
+	gone := func() bool {
+		_, err := client.ClusterV1alpha1().AddOnPlacementScores("c1").Get(context.Background(), "r", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+	advanceUntil(t, clk, 10*time.Second, func() bool { return clk.Since(emptied) >= 4*time.Minute })
+	if gone() || failures.Load() > 0 {
+		t.Fatalf("deleted (%d tries) before its grace period", failures.Load())
+	}
+	advanceUntil(t, clk, time.Second, gone)
+	if n := failures.Load(); n < 2 {
+		t.Errorf("%d deletes tried, want the failed one and its retry", n)
+	}
+	if at := clk.Since(emptied); at > 5*time.Minute+10*time.Second {
+		t.Errorf("deleted %s after it was emptied, want at the grace period's end (5m)", at)
+	}
+}

@@ -269,10 +269,19 @@ func TestScoreWriterRBAC(t *testing.T) {
 	h := rbacHub(t)
 	_, kube, cc := as(t, h, Namespace, "score-writer")
 	deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, "rbac-create")
+	if _, err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Create(context.Background(),
+		&clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: "rbac-delete", Namespace: cluster}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, "rbac-delete")
 	table := []access{
 		listManagedClusters, watchManagedClusters, getManagedCluster,
 		createScore("rbac-create"),
 		getScore,
+		// An object the writer left without scores goes once its grace period has passed.
+		{"delete an AddOnPlacementScore", func(ctx context.Context, _ kubernetes.Interface, cc clusterclient.Interface) error {
+			return cc.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete(ctx, "rbac-delete", metav1.DeleteOptions{})
+		}, true},
 		// An informer over every namespace's AddOnPlacementScores: the writer knows each
 		// object's expiry after a restart and whatever another replica wrote.
 		with(true, named(neverAllowed, "list AddOnPlacementScores")),
@@ -311,7 +320,7 @@ func TestScoreWriterRBAC(t *testing.T) {
 			return err
 		}, false},
 	}
-	checkAccess(t, kube, cc, append(table, without(neverAllowed, "list AddOnPlacementScores")...))
+	checkAccess(t, kube, cc, append(table, without(neverAllowed, "list AddOnPlacementScores", "delete an AddOnPlacementScore")...))
 }
 
 // TestManagedClusterSourceRBAC: the ApiServerSource's account passes the permission check the
@@ -461,6 +470,7 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 	metrics := scorewriter.NewMetrics(prometheus.NewRegistry(), func() float64 { return float64(w.Pending()) })
 	opts := scorewriter.DefaultOptions()
 	opts.RetryFor = 2 * time.Second
+	opts.DeleteEmptyAfter = time.Second // objects left without scores go at once
 	opts.Clusters = mcs
 	w, err := scorewriter.NewWriter(cc, opts, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -470,6 +480,29 @@ func startWriter(t *testing.T, cc clusterclient.Interface) *scorewriter.Writer {
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return w
+}
+
+// emptied writes a score valid for a second to resource and reports whether, once it has
+// expired and the grace period (a second) has passed, the writer has deleted the object.
+func emptied(t *testing.T, h *localhub.Hub, w *scorewriter.Writer, resource string) bool {
+	t.Helper()
+	now := time.Now()
+	u := scorewriter.NewUpdate(scorewriter.Key{Cluster: cluster, Resource: resource}, []contract.Score{{Name: "a", Value: 1}}, now, now.Add(time.Second), "test/deploy")
+	if err := w.Submit(u); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r, err := u.Result(ctx); err != nil || r.Outcome != contract.OutcomeWritten {
+		t.Fatalf("write: %+v %v", r, err)
+	}
+	deleteAfter(t, h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Delete, resource)
+	for deadline := now.Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := h.Cluster.ClusterV1alpha1().AddOnPlacementScores(cluster).Get(ctx, resource, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return true
+		}
+	}
+	return false
 }
 
 // writerReady reports whether w becomes ready (its AddOnPlacementScore informer synced) within d.
@@ -514,6 +547,9 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 		if meta.FindStatusCondition(obj.Status.Conditions, scorewriter.ConditionObservations) == nil {
 			t.Errorf("no %s condition: the order ledger was not written", scorewriter.ConditionObservations)
 		}
+		if !emptied(t, h, w, "rbac-e2e-empty") {
+			t.Error("an object left without scores was not deleted after its grace period")
+		}
 	})
 
 	deployed, ok := manifests.Find(s.ClusterRoles, "", "scoreflow-score-writer")
@@ -530,6 +566,7 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 		{"addonplacementscores", []string{"list", "watch"}},
 		{"addonplacementscores", []string{"create"}},
 		{"addonplacementscores/status", []string{"update"}},
+		{"addonplacementscores", []string{"delete"}},
 	} {
 		t.Run("without "+strings.Join(tt.verbs, ", ")+" on "+tt.resource, func(t *testing.T) {
 			role := deployed.Object.DeepCopy()
@@ -568,9 +605,18 @@ func TestScoreWriterEndToEndUnderRBAC(t *testing.T) {
 			}
 			_, _, cc := as(t, h, Namespace, sa)
 			w := startWriter(t, cc)
-			if tt.verbs[0] == "list" {
+			switch tt.verbs[0] {
+			case "list":
 				if writerReady(w, 5*time.Second) {
 					t.Error("the writer became ready without list and watch on addonplacementscores")
+				}
+				return
+			case "delete":
+				if !writerReady(w, 30*time.Second) {
+					t.Fatal("not ready")
+				}
+				if emptied(t, h, w, role.Name) {
+					t.Error("an object left without scores was deleted without delete on addonplacementscores")
 				}
 				return
 			}

@@ -163,6 +163,9 @@ func startWriter(t testing.TB, o serverOpts) *server {
 		opts.MaxResourcesPerCluster = o.writer.MaxResourcesPerCluster
 	}
 	opts.Clusters = mcs
+	if o.writer.DeleteEmptyAfter != 0 {
+		opts.DeleteEmptyAfter = o.writer.DeleteEmptyAfter
+	}
 	if o.writer.Clock != nil {
 		opts.Clock = o.writer.Clock
 	}
