@@ -65,8 +65,13 @@ func (w *Writer) flush(ctx context.Context, key Key) bool {
 		p := w.plan(key, f.cur, f.skipped, us)
 		switch {
 		case !p.changed && len(us) > 0 && !f.confirmed && f.cur != nil:
-			// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub still
-			// has it. At the same resourceVersion the copy stands, with what was skipped at it.
+			// Duplicate, Stale or Unchanged would be answered from a copy: make sure the hub
+			// still has it, at a moment after the updates arrived. At the same resourceVersion the
+			// copy stands, with what was skipped at it. A list of the resource's objects confirms
+			// a fleet's refresh at once (confirm.go); else, or when the object differs, a read.
+			if f.confirmListed() {
+				continue
+			}
 			if !f.read() {
 				return true
 			}
@@ -141,6 +146,21 @@ func (f *flushing) read() bool {
 	}
 	f.confirmed = true
 	return true
+}
+
+// confirmListed reports whether a list that started after f's updates arrived found cur's
+// version of the object (then cur is confirmed).
+func (f *flushing) confirmListed() bool {
+	var seq uint64
+	for _, u := range f.us {
+		seq = max(seq, u.seq)
+	}
+	rv, ok := f.w.listedVersion(f.ctx, f.key, seq)
+	if ok && rv != "" && rv == f.cur.ResourceVersion {
+		f.confirmed = true
+		return true
+	}
+	return false
 }
 
 // settle answers a plan that writes nothing, keeps what it skipped and schedules the object.

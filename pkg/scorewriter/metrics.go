@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 		}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_writer_api_requests_total",
-			Help: "Requests to the hub API, by verb (get, create, update_status) and result (ok, conflict, error).",
+			Help: "Requests to the hub API, by verb (get, list, create, update_status, delete) and result (ok, conflict, error).",
 		}, []string{"verb", "result"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "scoreflow_writer_updates_per_write",

@@ -58,6 +58,7 @@ type Update struct {
 	Source     string    // the event's source: the producer
 
 	arrived  time.Time
+	seq      uint64    // order of arrival in this writer: which confirming lists started after it
 	deadline time.Time // set at the first attempt: transient failures are retried until then
 	// trace is the span of the event that brought the update: the hub write joins its trace.
 	trace trace.SpanContext
@@ -235,10 +236,15 @@ type Writer struct {
 	// leading: this replica does the work of its own accord now (ownWork runs).
 	leading atomic.Bool
 
+	// listings confirm a fleet's unchanged updates of one resource with a list (confirm.go).
+	listings listings
+
 	mu       sync.Mutex
 	objects  map[Key]*object // objects with updates, a retry, a rest or a copy of their own; see object
 	creating map[string]int  // per cluster: objects created and not yet seen by the informer
 	npending int
+	byRes    map[string]int // accepted updates not yet answered, per resource
+	seq      uint64         // the last Update.seq given
 	closed   bool
 }
 
@@ -266,6 +272,7 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 		metrics:   metrics,
 		objects:   map[Key]*object{},
 		creating:  map[string]int{},
+		byRes:     map[string]int{},
 		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(retries, workqueue.TypedRateLimitingQueueConfig[Key]{Clock: opts.Clock}),
 		timetable: newTimetable(opts.Clock),
 	}
@@ -288,6 +295,20 @@ func (w *Writer) Ready() error {
 	return nil
 }
 
+// pendingOf is the number of accepted updates of resource not yet answered.
+func (w *Writer) pendingOf(resource string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byRes[resource]
+}
+
+// lastSeq is the sequence number of the last update accepted.
+func (w *Writer) lastSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
+
 // Now is the writer's time.
 func (w *Writer) Now() time.Time { return w.clock.Now() }
 
@@ -306,7 +327,9 @@ func (w *Writer) Submit(us ...*Update) error {
 	now := w.clock.Now()
 	var wake []Key
 	for _, u := range us {
-		u.arrived = now
+		w.seq++
+		u.arrived, u.seq = now, w.seq
+		w.byRes[u.Resource]++
 		o := w.object(u.Key)
 		o.pending = append(o.pending, u)
 		if o.retryAt.IsZero() {
@@ -508,9 +531,19 @@ func (w *Writer) deliver(us []*Update, out []contract.ItemResult) {
 	if len(us) == 0 {
 		return
 	}
+	var idle []string // resources with no update waiting any more
 	w.mu.Lock()
 	w.npending -= len(us)
+	for _, u := range us {
+		if w.byRes[u.Resource]--; w.byRes[u.Resource] <= 0 {
+			delete(w.byRes, u.Resource)
+			idle = append(idle, u.Resource)
+		}
+	}
 	w.mu.Unlock()
+	for _, r := range idle {
+		w.forgetListing(r)
+	}
 	now := w.clock.Now()
 	for i, u := range us {
 		out[i].Cluster = u.Cluster

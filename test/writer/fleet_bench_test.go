@@ -57,7 +57,8 @@ var fleetScores = []string{"a", "b"}
 //   - first: the writer's first refresh of a fleet it has never written (creates every object);
 //   - changed: a refresh changing every value (changed-s; x-raw is changed-s / refresh-raw-s,
 //     the goal at most 1.2);
-//   - unchanged: newer observation times, the same values (API writes and reads per object);
+//   - unchanged: newer observation times, the same values (API writes and reads per object:
+//     reads are gets and list pages);
 //   - overload: three refreshes sent at once, faster than the hub can write them: every object
 //     holds a refresh at least as new as the newest acknowledged for it;
 //   - writer-peak-MiB: the binary's peak resident memory (VmHWM; goal at most 200 MiB).
@@ -65,8 +66,15 @@ var fleetScores = []string{"a", "b"}
 // Run it as
 //
 //	go test ./test/writer -run '^$' -bench 'Fleet$/clusters=10000$' -benchtime 1x -timeout 3h
+//
+// FLEET_WRITER set to a writer binary (another revision's, built with
+// `go build -o /tmp/base ./functions/score-writer` there) runs that one instead: before and after
+// a change, on the same hub.
 func BenchmarkFleet(b *testing.B) {
-	bin := writerBinary(b, b.TempDir())
+	bin := os.Getenv("FLEET_WRITER")
+	if bin == "" {
+		bin = writerBinary(b, b.TempDir())
+	}
 	for _, n := range []int{1000, 4000, 10000} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchFleet(b, bin, n) })
 	}
@@ -151,7 +159,8 @@ func benchFleet(b *testing.B, bin string, n int) {
 		after, cpu := w.metrics(b), w.cpu(b)-cpu
 		writes := after.sum("scoreflow_writer_api_requests_total", `verb="create"`) + after.sum("scoreflow_writer_api_requests_total", `verb="update_status"`) -
 			before.sum("scoreflow_writer_api_requests_total", `verb="create"`) - before.sum("scoreflow_writer_api_requests_total", `verb="update_status"`)
-		reads := after.sum("scoreflow_writer_api_requests_total", `verb="get"`) - before.sum("scoreflow_writer_api_requests_total", `verb="get"`)
+		reads := after.sum("scoreflow_writer_api_requests_total", `verb="get"`) + after.sum("scoreflow_writer_api_requests_total", `verb="list"`) -
+			before.sum("scoreflow_writer_api_requests_total", `verb="get"`) - before.sum("scoreflow_writer_api_requests_total", `verb="list"`)
 		progress(b, "%s refresh: %d objects in %s; %.0f API writes, %.0f reads; writer CPU %.1fs; items %v", st.name, n*len(fleetResources), elapsed.Round(time.Millisecond), writes, reads, cpu.Seconds(), outcomes)
 		b.ReportMetric(cpu.Seconds()*1000/float64(n*len(fleetResources)), st.name+"-cpu-ms/object")
 		b.ReportMetric(elapsed.Seconds(), st.name+"-s")
