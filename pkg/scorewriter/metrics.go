@@ -2,6 +2,7 @@ package scorewriter
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,8 +30,11 @@ type Metrics struct {
 	mu        sync.Mutex
 	maxSeries int
 	used      int
-	objects   map[Key]*objectSeries // objects holding series
-	updated   map[Key]float64       // every object's last write of new scores, for the aggregates
+	// usedNow is used, read without mu by the series gauge: a scrape computes gauge funcs while
+	// collectors hold their vectors' locks, and observe holds mu while it waits for one of those.
+	usedNow atomic.Int64
+	objects map[Key]*objectSeries // objects holding series
+	updated map[Key]float64       // every object's last write of new scores, for the aggregates
 }
 
 // objectSeries are the per-cluster series one object holds.
@@ -97,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 	series := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scoreflow_writer_score_series",
 		Help: "Per-cluster score and freshness series this writer exports (at most --max-score-series).",
-	}, func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return float64(m.used) })
+	}, func() float64 { return float64(m.usedNow.Load()) })
 	reg.MustRegister(m.items, m.latency, m.apiRequests, m.batchSize, m.score, m.updatedAt, m.validUntil, m.replies, m.pending,
 		m.dropped, m.leading, series, byResource{m})
 	return m
@@ -143,10 +147,16 @@ func (b byResource) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// addUsed counts n more series in use (fewer when negative); m.mu is held.
+func (m *Metrics) addUsed(n int) {
+	m.used += n
+	m.usedNow.Store(int64(m.used))
+}
+
 // take reserves one series; m.mu is held.
 func (m *Metrics) take() bool {
 	if m.used < m.maxSeries {
-		m.used++
+		m.addUsed(1)
 		return true
 	}
 	m.dropped.Inc()
@@ -191,7 +201,7 @@ func (m *Metrics) observe(key Key, written bool, now time.Time, validUntil *meta
 		m.validUntil.WithLabelValues(key.Cluster, key.Resource).Set(float64(validUntil.UnixMilli()) / 1000)
 	case validUntil == nil && o.valid:
 		o.valid = false
-		m.used--
+		m.addUsed(-1)
 		m.validUntil.DeleteLabelValues(key.Cluster, key.Resource)
 	}
 	kept := make(map[string]struct{}, len(scores))
@@ -205,7 +215,7 @@ func (m *Metrics) observe(key Key, written bool, now time.Time, validUntil *meta
 	for name := range o.scores {
 		if _, ok := kept[name]; !ok {
 			delete(o.scores, name)
-			m.used--
+			m.addUsed(-1)
 			m.score.DeleteLabelValues(key.Cluster, key.Resource, name)
 		}
 	}
@@ -235,12 +245,12 @@ func (m *Metrics) forget(key Key) {
 		return
 	}
 	delete(m.objects, key)
-	m.used -= len(o.scores)
+	m.addUsed(-len(o.scores))
 	if o.updated {
-		m.used--
+		m.addUsed(-1)
 	}
 	if o.valid {
-		m.used--
+		m.addUsed(-1)
 	}
 	m.score.DeletePartialMatch(map[string]string{"cluster": key.Cluster, "resource": key.Resource})
 	m.updatedAt.DeleteLabelValues(key.Cluster, key.Resource)

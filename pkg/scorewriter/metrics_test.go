@@ -2,11 +2,14 @@ package scorewriter
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
 )
@@ -143,4 +146,54 @@ func collect(t *testing.T, c prometheus.Collector) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// A scrape never waits for the writer: gathering thousands of series while writes change them
+// (the metrics' lock held while a series is added or removed) finishes. The series count is read
+// without the metrics' lock: Prometheus' registry computes a gauge func's value while other
+// collectors hold their vectors' locks and wait for it to read what they send, and a writer
+// holding the metrics' lock waits for a vector's lock.
+func TestScrapeDuringWritesDoesNotDeadlock(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, func() float64 { return 0 })
+	m.maxSeries = 100000
+	vu := metav1.NewTime(t0.Add(time.Hour))
+	scores := func(i int) []clusterv1alpha1.AddOnPlacementScoreItem {
+		return []clusterv1alpha1.AddOnPlacementScoreItem{{Name: fmt.Sprintf("a%d", i%2), Value: 1}, {Name: "b", Value: int32(i)}}
+	}
+	for i := range 3000 {
+		m.observe(Key{fmt.Sprintf("c%04d", i), "r"}, true, t0, &vu, scores(0))
+	}
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Scores come and go: series are added and deleted under the metrics' lock.
+			m.observe(Key{fmt.Sprintf("c%04d", i%3000), "r"}, true, t0, &vu, scores(i/3000))
+		}
+	}()
+	for i := range 20 {
+		gathered := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := reg.Gather(); gathered <- err }()
+		select {
+		case err := <-gathered:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("scrape %d did not finish within 20s while writes went on: deadlocked", i)
+		}
+		if i == 0 {
+			t.Logf("a scrape of %d series took %s", 4*3000, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	close(stop)
+	<-done
 }

@@ -244,8 +244,12 @@ type Writer struct {
 	creating map[string]int  // per cluster: objects created and not yet seen by the informer
 	npending int
 	byRes    map[string]int // accepted updates not yet answered, per resource
-	seq      uint64         // the last Update.seq given
-	closed   bool
+	// pendingNow is npending, read without mu (Pending): a scrape of /metrics computes the
+	// pending gauge while Prometheus' collectors hold their vectors' locks, and it must not wait
+	// for anything that may wait for those.
+	pendingNow atomic.Int64
+	seq        uint64 // the last Update.seq given
+	closed     bool
 }
 
 // NewWriter creates a writer with opts (start from DefaultOptions). Call Run to start writing.
@@ -281,11 +285,7 @@ func NewWriter(client clusterclient.Interface, opts Options, metrics *Metrics, l
 }
 
 // Pending is the number of accepted updates not yet answered.
-func (w *Writer) Pending() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.npending
-}
+func (w *Writer) Pending() int { return int(w.pendingNow.Load()) }
 
 // Ready is nil once the writer knows what the hub holds (its informer has synced).
 func (w *Writer) Ready() error {
@@ -337,6 +337,7 @@ func (w *Writer) Submit(us ...*Update) error {
 		}
 	}
 	w.npending += len(us)
+	w.pendingNow.Store(int64(w.npending))
 	w.mu.Unlock()
 	for _, k := range wake {
 		if w.opts.WaitWhenIdle {
@@ -534,6 +535,7 @@ func (w *Writer) deliver(us []*Update, out []contract.ItemResult) {
 	var idle []string // resources with no update waiting any more
 	w.mu.Lock()
 	w.npending -= len(us)
+	w.pendingNow.Store(int64(w.npending))
 	for _, u := range us {
 		if w.byRes[u.Resource]--; w.byRes[u.Resource] <= 0 {
 			delete(w.byRes, u.Resource)
