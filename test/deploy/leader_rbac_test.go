@@ -68,11 +68,11 @@ func leaseUsers(t *testing.T, s *manifests.Set) []leaseUser {
 }
 
 // TestLeaderElectionRBAC: every function that campaigns for a Lease (the metric-watcher's
-// polling, the optimizer's compliance marking) can lead with exactly deploy/'s RBAC, as its own
-// account: a real pkg/leader Elector against a real API server is elected, and, while it leads,
-// the account is refused every other Lease, the Leases of other namespaces, listing, watching and
-// deleting them. Then copies of its Role that each lack one grant cannot lead at all, so none is
-// spare.
+// polling, the optimizer's compliance marking, the score-writer's expiry and masks) can lead with
+// exactly deploy/'s RBAC, as its own account: a real pkg/leader Elector against a real API server
+// is elected, and, while it leads, the account is refused every other Lease, the Leases of other
+// namespaces, listing, watching and deleting them. Then copies of its Role that each lack one
+// grant cannot lead at all, so none is spare.
 func TestLeaderElectionRBAC(t *testing.T) {
 	h := rbacHub(t)
 	s := load(t, setHub)
@@ -81,7 +81,7 @@ func TestLeaderElectionRBAC(t *testing.T) {
 	for _, u := range users {
 		names = append(names, u.workload)
 	}
-	for _, want := range []string{"metric-watcher", "optimizer"} {
+	for _, want := range []string{"metric-watcher", "optimizer", "score-writer"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("%s does not campaign for a Lease (found %v)", want, names)
 		}
