@@ -90,7 +90,7 @@ fuzz: ## Run each fuzz target for FUZZTIME executions (default 50000x; make fuzz
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PKGS)
 
 .PHONY: bench
-bench: tools cbc ## Run the benchmarks: scoring, solver (beside CBC on the same instances) and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters, the writer's memory at 1,000, 10,000 DSF agents through the agent gateway (about an hour here; docs/benchmarks.md holds one run's figures).
+bench: tools cbc ## Run the benchmarks: scoring, solver (beside CBC on the same instances) and writer units (per op); writer throughput and latency vs their baselines, end to end (fixed rounds); the fleet at 10,000 clusters, the writer's memory and a fleet's steady state at 1,000, 10,000 DSF agents through the agent gateway (about an hour here; docs/benchmarks.md holds one run's figures).
 	@GO=$(GO) BENCH_TIMEOUT=$(BENCH_TIMEOUT) hack/bench.sh
 
 .PHONY: lint

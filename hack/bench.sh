@@ -22,6 +22,7 @@ run $go test -run '^$' -bench . -benchmem -timeout "$timeout" ./pkg/...
 run $go test -run '^$' -bench 'ScoreWriter|EndToEnd' -benchtime 1x -timeout "$timeout" ./test/...
 run $go test -run '^$' -bench 'Fleet$/clusters=10000$' -benchtime 1x -timeout "$timeout" ./test/writer
 run $go test -run '^$' -bench 'FleetMemory/clusters=1000$' -benchtime 1x -timeout "$timeout" ./test/writer
+run $go test -run '^$' -bench 'FleetSteadyState' -benchtime 1x -timeout "$timeout" ./test/writer
 run $go test -run '^$' -bench 'DSFAgentFleet/agents=10000$' -benchtime 1x -timeout "$timeout" ./test/agents
 run $go test -run '^$' -bench 'GatewayUnderAttack' -benchtime 1x -timeout "$timeout" ./test/agents
 
