@@ -90,7 +90,8 @@ func (s *server) scoreSeries(t *testing.T, cluster, resource string) []string {
 // it decides an object's expiry only once it knows the object's cluster. The writer binary, as
 // deployed, behind a proxy that holds the ManagedCluster requests.
 func TestExpiryWaitsForTheClusterList(t *testing.T) {
-	t.Parallel()
+	// Not parallel: every writer of the parallel tests removes every expired score on the hub,
+	// which would hide whether this one did.
 	bin := sharedWriterBinary(t)
 	first := startWriter(t, serverOpts{})
 	soon := time.Now().Add(10 * time.Second)
@@ -212,7 +213,8 @@ func TestExpiryFallingWhileTheClusterIsNotAcceptedIsDoneOnceItIs(t *testing.T) {
 // one after, and the other replica's score in it, which no one else will remove (that replica has
 // stopped), leaves when its validUntil passes.
 func TestExpiryIsScheduledFromARelist(t *testing.T) {
-	t.Parallel()
+	// Not parallel: every writer of the parallel tests removes every expired score on the hub,
+	// which would hide whether this one did.
 	p := newFaultyHub(t)
 	a := startWriter(t, serverOpts{hub: p.config()})
 	b := startWriter(t, serverOpts{})
