@@ -137,7 +137,7 @@ func Resolve(ds *DynamicScorer, remote *RemoteConfig, s Settings) (*Plan, error)
 	var errs []error
 	p := &Plan{
 		Scorer:    ds.Name,
-		ScoreName: first(remote.Scoring.Params.Name, cParams.Name),
+		ScoreName: scoreName(ds, remote),
 		Format:    first(sp.ScoreDimensionFormat, DefaultDimensionFormat),
 		Write:     sp.ScoreDestination != DestinationNone,
 	}
@@ -210,6 +210,38 @@ func (p *Plan) source(sp *ScorerSpec, remote *RemoteConfig, sParams SourceParams
 	}
 	p.PromAuth, p.PromWithheld = pair(sp.Source.Auth, specHost, host, "source")
 	return errs
+}
+
+// scoreName is ds's scoring.params.name merged with remote (its /config) as Resolve merges it.
+func scoreName(ds *DynamicScorer, remote *RemoteConfig) string {
+	if remote != nil && remote.Scoring.Params.Name != "" {
+		return remote.Scoring.Params.Name
+	}
+	return specScoreName(ds)
+}
+
+// AgentResource is the AddOnPlacementScore an agent's rounds of ds write, as Resolve names it in
+// agent mode: the score name (with configSyncMode Full, status.lastSyncedConfig's when it names
+// one, else the spec's) made an object name (ResourceName). It is "" when ds writes none:
+// scoreDestination is not AddOnPlacementScore, or no score name is known yet, or it makes no
+// valid resource name. The agent gateway admits exactly these for the DSF agents.
+func AgentResource(ds *DynamicScorer) string {
+	if ds.Spec.ScoreDestination != DestinationAPS {
+		return ""
+	}
+	var synced *RemoteConfig
+	if ds.Spec.ConfigSyncMode == SyncFull {
+		synced = ds.Status.LastSyncedConfig
+	}
+	name := scoreName(ds, synced)
+	if name == "" {
+		return ""
+	}
+	r := ResourceName(name)
+	if contract.ValidateResourceName(r) != nil {
+		return ""
+	}
+	return r
 }
 
 // pair returns the spec's token for a request to host (as written, before any rewrite) only when

@@ -201,3 +201,50 @@ func TestResourceNameAsDSF(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentResourceIsWhatTheAgentWrites: AgentResource, what the agent gateway admits for a
+// DynamicScorer, is the Resource of the plan an agent resolves from the same object (its status's
+// synced /config with configSyncMode Full), and nothing with scoreDestination None.
+func TestAgentResourceIsWhatTheAgentWrites(t *testing.T) {
+	spec := func(sync, dest, name string, synced string) *DynamicScorer {
+		ds := &DynamicScorer{Spec: ScorerSpec{ConfigURL: "http://acme.example:8000/config", ConfigSyncMode: sync, Location: "External",
+			ScoreDestination: dest, Source: SourceSpec{Type: SourceNone}, Scoring: ScoringSpec{Path: "/scoring"}}}
+		ds.Name = "acme"
+		if name != "" {
+			ds.Spec.Scoring.Params = &ScoringParams{Name: name, Interval: 60}
+		}
+		if synced != "" {
+			ds.Status.LastSyncedConfig = &RemoteConfig{Scoring: RemoteScoring{Params: RemoteScoringParams{Name: synced, Interval: 60}}}
+		}
+		return ds
+	}
+	for _, c := range []struct {
+		what string
+		ds   *DynamicScorer
+		want string
+	}{
+		{"the spec's name", spec(SyncNone, DestinationAPS, "acme_cpu", ""), "acme-cpu"},
+		{"Full: the synced /config's name wins", spec(SyncFull, DestinationAPS, "acme_cpu", "Acme Memory"), "acme-memory"},
+		{"Full: DSF's sample, named by its /config only", spec(SyncFull, DestinationAPS, "", "sample_my_score"), "sample-my-score"},
+		{"Full, not synced yet: the spec's", spec(SyncFull, DestinationAPS, "acme_cpu", ""), "acme-cpu"},
+		{"None sync: a status's config is not the agent's", spec(SyncNone, DestinationAPS, "acme_cpu", "other"), "acme-cpu"},
+		{"scoreDestination None", spec(SyncNone, DestinationNone, "acme_cpu", ""), ""},
+		{"no destination", spec(SyncNone, "", "acme_cpu", ""), ""},
+		{"no name anywhere", spec(SyncFull, DestinationAPS, "", ""), ""},
+	} {
+		got := AgentResource(c.ds)
+		if got != c.want {
+			t.Errorf("%s: AgentResource = %q, want %q", c.what, got, c.want)
+		}
+		var synced *RemoteConfig
+		if c.ds.Spec.ConfigSyncMode == SyncFull {
+			synced = c.ds.Status.LastSyncedConfig
+		}
+		if _, err := Prepare(c.ds, Settings{}); err != nil {
+			continue // the agent does not run it
+		}
+		if p, err := Resolve(c.ds, synced, Settings{}); err == nil && p.Write && p.Resource != got {
+			t.Errorf("%s: the agent writes %q, AgentResource says %q", c.what, p.Resource, got)
+		}
+	}
+}

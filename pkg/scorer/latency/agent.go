@@ -67,23 +67,34 @@ func (a *Agent) Round(ctx context.Context) error {
 // LoadFile reads a configuration file (JSON or YAML, decoded strictly), validates it and resolves
 // it for agentCluster.
 func LoadFile(path, agentCluster string) (Config, error) {
-	var cfg Config
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return cfg, fmt.Errorf("config file: %w", err)
+		return Config{}, fmt.Errorf("config file: %w", err)
 	}
-	j, err := yaml.YAMLToJSON(b)
+	cfg, err := Parse(b)
 	if err != nil {
-		return cfg, fmt.Errorf("config file %s: %w", path, err)
-	}
-	if err := contract.DecodeJSON(j, &cfg); err != nil {
-		return cfg, fmt.Errorf("config file %s: %w", path, err)
-	}
-	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config file %s: %w", path, err)
 	}
 	if err := cfg.Resolve(agentCluster); err != nil {
 		return cfg, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes an agent's configuration file (JSON or YAML, strictly) and validates it: what
+// LoadFile reads before resolving it for a cluster. The agent gateway reads the resource the
+// latency agents may score this way, from the configuration their AddOnTemplate ships.
+func Parse(b []byte) (Config, error) {
+	var cfg Config
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return cfg, err
+	}
+	if err := contract.DecodeJSON(j, &cfg); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
