@@ -1,7 +1,8 @@
 // Command agent-gateway is the hub's door for agents on managed clusters: it verifies each
 // agent's hub token (against the hub's published keys, then TokenReview), checks that its addon
 // is enabled for its cluster and that its event scores only that cluster with its addon's types
-// and resources, and forwards it to the Broker (K_SINK) under its own identity. See package github.com/scoreflow/scoreflow/pkg/agentgateway.
+// and resources (as its table lists them, or as the hub's AddOnTemplates and DynamicScorers decide
+// them), and forwards it to the Broker (K_SINK) under its own identity. See package github.com/scoreflow/scoreflow/pkg/agentgateway.
 package main
 
 import (
@@ -17,8 +18,8 @@ import (
 
 func main() {
 	fn := function.New("agent-gateway", "admits score.updated from agents on managed clusters (a hub token of system:serviceaccount:<cluster>:<addon>, verified against the hub's keys and by TokenReview) for their own cluster only, and forwards them to the Broker")
-	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): its signing keys, TokenReviews and a watch of ManagedClusterAddOns")
-	agents := fn.Flags.String("agents-file", "", "YAML table of the agents admitted, {agents: [{addon, types, resources}]} (a mounted ConfigMap)")
+	kubeconfig := fn.Flags.String("kubeconfig", "", "kubeconfig of the hub (empty: in-cluster config): its signing keys, TokenReviews, and watches of ManagedClusterAddOns and of what the table's resources come from (AddOnTemplates, DynamicScorers)")
+	agents := fn.Flags.String("agents-file", "", "YAML table of the agents admitted, {agents: [{addon, types, resources or resourcesFrom}]} (a mounted ConfigMap)")
 	audience := fn.Flags.String("audience", hubtoken.Audience, "the audience agents' tokens must carry")
 	delay := fn.Flags.Duration("unauthenticated-delay", agentgateway.DefaultUnauthenticatedDelay, "how long a 401 is held back, at random between half and one and a half times this (0: the default; negative: not held)")
 	validity := fn.Flags.Duration("max-score-validity", agentgateway.DefaultMaxScoreValidity, "an agent's scores are forwarded valid for at most this long (a later or missing validUntil is set to it; neverExpires is refused): a cut-off agent's scores lapse within it")

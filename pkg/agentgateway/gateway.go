@@ -9,16 +9,22 @@
 // LoadTable), which costs the hub nothing; then the API server must authenticate the token
 // (TokenReview, its verdict reused for ReviewCacheTTL at most, within a budget per agent), and the
 // cluster's ManagedClusterAddOn of that addon must exist and not be deleting (an informer:
-// disabling the addon cuts the cluster off at once). Then the event: its type and resource must be
-// the addon's (the table), it must be valid, every item must name the sender's cluster, and it may
-// not ask never to expire. It goes to the Broker as a new event with the same id, time and data,
+// disabling the addon cuts the cluster off at once). Then the event: its type must be the addon's
+// (the table), it must be valid, its resource one the addon's agents may score, every item must
+// name the sender's cluster, and it may not ask never to expire. Which resources an addon's agents
+// may score, the table either lists or says where on the hub they come from (ResourcesFrom): the
+// resource the latency agents' AddOnTemplate configures for them, or those the hub's DynamicScorers
+// produce (dsf.AgentResource) in the namespace the DSF agents' AddOnTemplate lets them read. These
+// are watched (informers): a new DynamicScorer's resource is admitted as soon as the gateway sees
+// it, a deleted one's refused, without a restart, so whoever may create DynamicScorers on the hub
+// decides what the DSF agents may send. It goes to the Broker as a new event with the same id, time and data,
 // source /scoreflow/agents/<addon>/<cluster> and the scoreflowresource extension; nothing else the
 // agent set is forwarded, and a validUntil later than MaxScoreValidity from now (or none) becomes
 // that, so a cut-off agent's scores lapse within it.
 //
 // Refusals: 401 (no or bad token, a token living over an hour), 403 (not an agent of the table,
-// the addon not enabled for that cluster, a type, resource or cluster the sender may not use,
-// neverExpires), 400 (not a valid event), 429 (an agent minting tokens faster than its review
+// the addon not enabled for that cluster, a type, resource or cluster the sender may not use, with
+// why, neverExpires), 400 (not a valid event), 429 (an agent minting tokens faster than its review
 // budget), each with a score.failed under contract.MaxRefusalBytes, a log line and nothing
 // forwarded; a 401 only after UnauthenticatedDelay. A failed forward answers 503, so the agent
 // sends again.
@@ -43,6 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -115,6 +122,7 @@ type Gateway struct {
 	addons     addonlisters.ManagedClusterAddOnLister
 	synced     func() bool
 	start      func(stop <-chan struct{})
+	resources  map[string]resourceCheck // by addon
 	sink       Sender
 	log        *slog.Logger
 	refused    *prometheus.CounterVec
@@ -155,6 +163,10 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(hub)
+	if err != nil {
+		return nil, err
+	}
 	keys, err := rest.HTTPClientFor(hub)
 	if err != nil {
 		return nil, err
@@ -163,11 +175,11 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 	if err != nil {
 		return nil, err
 	}
-	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 10*time.Minute, addoninformers.WithTransform(slimAddOn))
+	factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, informerResync, addoninformers.WithTransform(slimAddOn))
 	inf := factory.Addon().V1alpha1().ManagedClusterAddOns()
 	g := &Gateway{table: opts.Table, source: opts.Source, validity: opts.MaxScoreValidity, now: opts.Now,
 		delay: max(opts.UnauthenticatedDelay, 0), unauthLogs: rate.NewLimiter(unauthenticatedLogs, unauthenticatedLogs),
-		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log,
+		addons: inf.Lister(), synced: inf.Informer().HasSynced, start: factory.Start, sink: sink, log: log, resources: map[string]resourceCheck{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scoreflow_agent_gateway_refused_total",
 			Help: "Agent requests refused, by reason and HTTP status.",
@@ -182,6 +194,9 @@ func New(hub *rest.Config, sink Sender, opts Options, log *slog.Logger, reg prom
 		}),
 	}
 	g.review = newReviewer(kube, verifier, opts.Audience, g.reviews.Inc)
+	for _, a := range opts.Table.Agents {
+		g.resources[a.Addon] = newResourceCheck(a, addons, dyn, log)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{g.refused, g.received, g.reviews} {
 			if err := reg.Register(c); err != nil {
@@ -203,14 +218,26 @@ func slimAddOn(obj any) (any, error) {
 	return out, nil
 }
 
-// Start watches ManagedClusterAddOns until ctx ends.
-func (g *Gateway) Start(ctx context.Context) { g.start(ctx.Done()) }
+// Start watches ManagedClusterAddOns, and the hub objects the table's resources come from, until
+// ctx ends.
+func (g *Gateway) Start(ctx context.Context) {
+	g.start(ctx.Done())
+	for _, r := range g.resources {
+		r.start(ctx.Done())
+	}
+}
 
-// Ready is nil once the ManagedClusterAddOn informer has synced: before, every agent would look
-// disabled.
+// Ready is nil once the ManagedClusterAddOn informer and those of the objects the table's
+// resources come from have synced: before, every agent would look disabled, or its resources
+// unknown.
 func (g *Gateway) Ready() error {
 	if !g.synced() {
 		return fmt.Errorf("ManagedClusterAddOn informer has not synced")
+	}
+	for _, a := range g.table.Agents {
+		if err := g.resources[a.Addon].ready(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -319,9 +346,8 @@ func (g *Gateway) Handle(ctx context.Context, e event.Event) function.Response {
 	if err != nil {
 		return g.respond(e, id, refusal(http.StatusBadRequest, reasonOf(err), contract.Truncate(err.Error(), 300), nil))
 	}
-	if !slices.Contains(agent.Resources, s.Resource) {
-		return g.respond(e, id, refusal(http.StatusForbidden, contract.ReasonForbidden,
-			fmt.Sprintf("addon %s may not score resource %q", id.Addon, contract.Truncate(s.Resource, 64)), nil))
+	if ref := g.resources[id.Addon].check(id.Addon, s.Resource); ref != nil {
+		return g.respond(e, id, ref)
 	}
 	for i, it := range s.Items {
 		if it.Cluster != id.Cluster {

@@ -104,7 +104,10 @@ func startGateway(t *testing.T, opts Options) *gatewayHub {
 	if opts.UnauthenticatedDelay == 0 {
 		opts.UnauthenticatedDelay = -1
 	}
-	opts.Table, opts.Source = table, fn.Source()
+	if opts.Table == nil {
+		opts.Table = table
+	}
+	opts.Source = fn.Source()
 	g, err := New(cfg, sender, opts, fn.Log, fn.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -549,13 +552,19 @@ func TestLoadTable(t *testing.T) {
 		yaml string
 		ok   bool
 	}{
-		"good":                  {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resources: [latency]\n", true},
-		"misspelt field":        {"agents:\n- addon: a\n  type: [io.scoreflow.score.updated]\n  resources: [latency]\n", false},
-		"no resources":          {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n", false},
-		"a type it can't check": {"agents:\n- addon: a\n  types: [io.scoreflow.optimize.requested]\n  resources: [x]\n", false},
-		"bad resource name":     {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resources: [Not_A_Name]\n", false},
-		"addon twice":           {"agents:\n- {addon: a, types: [io.scoreflow.score.updated], resources: [x]}\n- {addon: a, types: [io.scoreflow.score.updated], resources: [y]}\n", false},
-		"empty":                 {"agents: []\n", false},
+		"good":                      {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resources: [latency]\n", true},
+		"misspelt field":            {"agents:\n- addon: a\n  type: [io.scoreflow.score.updated]\n  resources: [latency]\n", false},
+		"no resources":              {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n", false},
+		"a type it can't check":     {"agents:\n- addon: a\n  types: [io.scoreflow.optimize.requested]\n  resources: [x]\n", false},
+		"bad resource name":         {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resources: [Not_A_Name]\n", false},
+		"addon twice":               {"agents:\n- {addon: a, types: [io.scoreflow.score.updated], resources: [x]}\n- {addon: a, types: [io.scoreflow.score.updated], resources: [y]}\n", false},
+		"empty":                     {"agents: []\n", false},
+		"resources from a template": {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resourcesFrom: {addOnTemplate: a, dynamicScorers: true}\n", true},
+		"resources and from":        {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resources: [x]\n  resourcesFrom: {addOnTemplate: a, dynamicScorers: true}\n", false},
+		"from two ways":             {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resourcesFrom: {addOnTemplate: a, dynamicScorers: true, latencyConfig: {configMap: c, key: k}}\n", false},
+		"from no way":               {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resourcesFrom: {addOnTemplate: a}\n", false},
+		"from no template":          {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resourcesFrom: {latencyConfig: {configMap: c, key: k}}\n", false},
+		"from a bad key":            {"agents:\n- addon: a\n  types: [io.scoreflow.score.updated]\n  resourcesFrom: {addOnTemplate: a, latencyConfig: {configMap: c, key: 'a/b'}}\n", false},
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
 		if err := os.WriteFile(p, []byte(c.yaml), 0o644); err != nil {

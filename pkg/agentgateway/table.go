@@ -18,8 +18,33 @@ type Agent struct {
 	Addon string `json:"addon"`
 	// Types are the event types its agents may send.
 	Types []string `json:"types"`
-	// Resources are the AddOnPlacementScore resources they may score.
-	Resources []string `json:"resources"`
+	// Resources, when the table fixes them, are the AddOnPlacementScore resources they may score.
+	Resources []string `json:"resources,omitempty"`
+	// ResourcesFrom, instead, names the hub objects that decide them, so that whoever may edit
+	// those decides what the agents may score, not the gateway's deployment.
+	ResourcesFrom *ResourcesFrom `json:"resourcesFrom,omitempty"`
+}
+
+// ResourcesFrom says where on the hub an addon's resources come from: its AddOnTemplate, read one
+// of the ways below (exactly one is set).
+type ResourcesFrom struct {
+	// AddOnTemplate names the addon's AddOnTemplate (cluster-scoped), the one its
+	// ClusterManagementAddOn installs.
+	AddOnTemplate string `json:"addOnTemplate"`
+	// LatencyConfig: the resource of the latency agent's configuration (package
+	// pkg/scorer/latency), which the template ships as a key of a ConfigMap: what the agent scores
+	// and what it may send are one value.
+	LatencyConfig *ConfigMapKey `json:"latencyConfig,omitempty"`
+	// DynamicScorers: the resources the hub's DynamicScorers produce (dsf.AgentResource), in the
+	// one namespace where the template's registration lets its agents read them (a hub permission
+	// of type SingleNamespace). A DynamicScorer with scoreDestination None produces none.
+	DynamicScorers bool `json:"dynamicScorers,omitempty"`
+}
+
+// ConfigMapKey names a key of a ConfigMap among an AddOnTemplate's manifests.
+type ConfigMapKey struct {
+	ConfigMap string `json:"configMap"`
+	Key       string `json:"key"`
 }
 
 // Table is the gateway's deployment's list of agents.
@@ -60,8 +85,16 @@ func (t *Table) Validate() error {
 			return fmt.Errorf("agents[%d]: addon %q appears twice", i, a.Addon)
 		}
 		seen[a.Addon] = true
-		if len(a.Types) == 0 || len(a.Resources) == 0 {
-			return fmt.Errorf("agents[%d] (%s): name at least one type and one resource", i, a.Addon)
+		if len(a.Types) == 0 {
+			return fmt.Errorf("agents[%d] (%s): name at least one type", i, a.Addon)
+		}
+		if (len(a.Resources) == 0) == (a.ResourcesFrom == nil) {
+			return fmt.Errorf("agents[%d] (%s): name its resources or where they come from (resourcesFrom), one of the two", i, a.Addon)
+		}
+		if a.ResourcesFrom != nil {
+			if err := a.ResourcesFrom.validate(); err != nil {
+				return fmt.Errorf("agents[%d] (%s).resourcesFrom: %v", i, a.Addon, err)
+			}
 		}
 		for _, typ := range a.Types {
 			if !slices.Contains(checkable, typ) {
@@ -72,6 +105,24 @@ func (t *Table) Validate() error {
 			if err := contract.ValidateResourceName(r); err != nil {
 				return fmt.Errorf("agents[%d] (%s): %v", i, a.Addon, err)
 			}
+		}
+	}
+	return nil
+}
+
+func (f *ResourcesFrom) validate() error {
+	if errs := validation.IsDNS1123Subdomain(f.AddOnTemplate); len(errs) > 0 {
+		return fmt.Errorf("addOnTemplate %q: %v", f.AddOnTemplate, errs)
+	}
+	if (f.LatencyConfig != nil) == f.DynamicScorers {
+		return fmt.Errorf("set one of latencyConfig and dynamicScorers")
+	}
+	if c := f.LatencyConfig; c != nil {
+		if errs := validation.IsDNS1123Subdomain(c.ConfigMap); len(errs) > 0 {
+			return fmt.Errorf("latencyConfig.configMap %q: %v", c.ConfigMap, errs)
+		}
+		if errs := validation.IsConfigMapKey(c.Key); len(errs) > 0 {
+			return fmt.Errorf("latencyConfig.key %q: %v", c.Key, errs)
 		}
 	}
 	return nil
