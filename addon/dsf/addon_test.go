@@ -264,6 +264,96 @@ func TestNamespaceVariant(t *testing.T) {
 	}
 }
 
+// TestServiceMonitorVariant: with-servicemonitor adds DSF's ServiceMonitor to what the addon
+// distributes, and nothing else: the addon manager renders it into the agent's ManifestWork in the
+// agent's namespace, the very object of monitoring/managed-cluster (DSF's own), selecting the
+// metrics Service of the same ManifestWork by its label and port. The base distributes none.
+func TestServiceMonitorVariant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	base, variant := build(t, "."), build(t, "with-servicemonitor")
+	for _, objs := range [][]*unstructured.Unstructured{base, variant} {
+		for _, o := range objs {
+			if o.GetKind() == "ServiceMonitor" {
+				t.Errorf("a ServiceMonitor to apply on the hub: %s", o.GetName())
+			}
+		}
+	}
+	if n := len(templateManifests(t, variant)) - len(templateManifests(t, base)); n != 1 {
+		t.Errorf("the variant's template has %d manifests more than the base's, want 1", n)
+	}
+	hub := startHub(ctx, t)
+	if err := hub.AddCluster(ctx, "cluster1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.AcceptCluster(ctx, "cluster1"); err != nil {
+		t.Fatal(err)
+	}
+	am, err := hub.StartAddonManager(addontest.ControllerLog(t, 8000, "missing content for CA bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(am.Stop)
+	applier, err := knlocal.NewApplier(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.Apply(ctx, variant...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := addonclient.NewForConfigOrDie(hub.Config).AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1alpha1.ManagedClusterAddOn{
+		ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	work := addontest.WaitWork(ctx, t, workclient.NewForConfigOrDie(hub.Config), addonName, "cluster1")
+	dep := checkWork(t, work, "cluster1")
+	var sm, svc map[string]any
+	for _, m := range work.Spec.Workload.Manifests {
+		var o map[string]any
+		if err := json.Unmarshal(m.Raw, &o); err != nil {
+			t.Fatal(err)
+		}
+		switch o["kind"] {
+		case "ServiceMonitor":
+			sm = o
+		case "Service":
+			svc = o
+		}
+	}
+	if sm == nil {
+		t.Fatal("the ManifestWork carries no ServiceMonitor")
+	}
+	shipped, err := knlocal.ReadFiles("../../monitoring/managed-cluster/dsf-agent-servicemonitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(sm), fmt.Sprint(shipped[0].Object); got != want {
+		t.Errorf("the distributed ServiceMonitor\n%s\nis not DSF's\n%s", got, want)
+	}
+	selector, _, _ := unstructured.NestedStringMap(sm, "spec", "selector", "matchLabels")
+	svcLabels, _, _ := unstructured.NestedStringMap(svc, "metadata", "labels")
+	ports, _, _ := unstructured.NestedSlice(svc, "spec", "ports")
+	endpoints, _, _ := unstructured.NestedSlice(sm, "spec", "endpoints")
+	namespaces, _, _ := unstructured.NestedStringSlice(sm, "spec", "namespaceSelector", "matchNames")
+	if !labels.SelectorFromSet(selector).Matches(labels.Set(svcLabels)) || len(ports) != 1 || len(endpoints) != 1 ||
+		ports[0].(map[string]any)["name"] != endpoints[0].(map[string]any)["port"] || !slices.Equal(namespaces, []string{dep.Namespace}) {
+		t.Errorf("the ServiceMonitor %v does not select the metrics Service %v in %s", sm["spec"], svc, dep.Namespace)
+	}
+}
+
+// templateManifests are the manifests of the AddOnTemplate among objs.
+func templateManifests(t *testing.T, objs []*unstructured.Unstructured) []any {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "AddOnTemplate" {
+			ms, _, _ := unstructured.NestedSlice(o.Object, "spec", "agentSpec", "workload", "manifests")
+			return ms
+		}
+	}
+	t.Fatal("no AddOnTemplate")
+	return nil
+}
+
 // startHub runs a local hub with the addon CRDs, scoreflow's DSF CRDs and the namespaces the
 // manifests use.
 func startHub(ctx context.Context, t *testing.T) *localhub.Hub {
