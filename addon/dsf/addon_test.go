@@ -206,7 +206,7 @@ spec:
 
 // TestNamespaceVariant: namespace-dynamic-scoring moves everything that names the DynamicScorers'
 // namespace to dynamic-scoring (DSF's kustomize install's): the addon manager binds the agent's
-// hub Role there, the agent and the status writer read there, and nothing names
+// hub Role there, the agent, the status writer and the agent gateway read there, and nothing names
 // open-cluster-management as the scorers' namespace any more.
 func TestNamespaceVariant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -257,9 +257,15 @@ func TestNamespaceVariant(t *testing.T) {
 	}
 	checkHubPermissions(ctx, t, hub.Config, "cluster1", "dynamic-scoring")
 	status := kubernetes.NewForConfigOrDie(impersonateSA(hub.Config, "scoreflow", "dsf-status"))
+	gateway := kubernetes.NewForConfigOrDie(impersonateSA(hub.Config, "scoreflow", "agent-gateway"))
 	for ns, want := range map[string]bool{"dynamic-scoring": true, scorersNS: false} {
 		if got := allowed(ctx, t, status, authzv1.ResourceAttributes{Namespace: ns, Group: dsfGroup, Resource: "dynamicscorers", Subresource: "status", Verb: "update"}); got != want {
 			t.Errorf("the status writer may update statuses in %s: %v, want %v", ns, got, want)
+		}
+		for _, verb := range []string{"list", "watch"} {
+			if got := allowed(ctx, t, gateway, authzv1.ResourceAttributes{Namespace: ns, Group: dsfGroup, Resource: "dynamicscorers", Verb: verb}); got != want {
+				t.Errorf("the agent gateway may %s DynamicScorers in %s: %v, want %v", verb, ns, got, want)
+			}
 		}
 	}
 }

@@ -644,7 +644,7 @@ func withoutGrant(role *rbacv1.ClusterRole, name string, ri int, res, verb strin
 	out.Name = name
 	out.Rules[ri].Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == res })
 	if rest := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb }); len(rest) > 0 {
-		out.Rules = append(out.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: rest})
+		out.Rules = append(out.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, ResourceNames: rule.ResourceNames, Verbs: rest})
 	}
 	out.Rules = slices.DeleteFunc(out.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 })
 	return out

@@ -14,17 +14,20 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/harness/functest"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 )
 
-// An agent of cluster2 (a token of its hub ServiceAccount, the latency addon enabled for cluster2)
-// posts its latency score to the agent gateway that `make run` runs; the gateway forwards it
-// through the broker to the writer. Without a token, or for another cluster, it is refused and
-// nothing is written.
+// An agent of cluster2 (a token of its hub ServiceAccount, the latency addon installed as addon/
+// ships it and enabled for cluster2) posts its latency score, the resource its AddOnTemplate's
+// configuration names, to the agent gateway that `make run` runs; the gateway forwards it through
+// the broker to the writer. Without a token, or for another cluster, it is refused and nothing is
+// written.
 func TestAgentThroughTheGateway(t *testing.T) {
 	ctx := context.Background()
 	const addon, resource = "scoreflow-latency-agent", "latency"
+	installLatencyAddon(ctx, t)
 	if _, err := addonclient.NewForConfigOrDie(stack.Hub.Config).AddonV1alpha1().ManagedClusterAddOns("cluster2").Create(ctx,
 		&addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon, Namespace: "cluster2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -54,7 +57,7 @@ func TestAgentThroughTheGateway(t *testing.T) {
 		t.Errorf("no token: %d, want 401", st)
 	}
 	st := send(token, "cluster2", 61)
-	// The gateway's informer sees the new ManagedClusterAddOn within moments.
+	// The gateway's informers see the new ManagedClusterAddOn and AddOnTemplate within moments.
 	for deadline := time.Now().Add(10 * time.Second); st == http.StatusForbidden && time.Now().Before(deadline); st = send(token, "cluster2", 61) {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -78,5 +81,17 @@ func TestAgentThroughTheGateway(t *testing.T) {
 	time.Sleep(2 * time.Second) // time for a refused score to land, had it been forwarded
 	if v, ok := score("cluster3"); ok {
 		t.Errorf("cluster2's agent wrote cluster3's latency: %d", v)
+	}
+}
+
+// installLatencyAddon applies addon/ as it ships (what `ko apply -f addon/` sends).
+func installLatencyAddon(ctx context.Context, t *testing.T) {
+	t.Helper()
+	shipped, err := knlocal.ReadFiles("../../addon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.Knative.Applier.Apply(ctx, shipped...); err != nil {
+		t.Fatal(err)
 	}
 }

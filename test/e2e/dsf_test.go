@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -20,8 +21,10 @@ import (
 	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/harness/localhub"
+	"github.com/scoreflow/scoreflow/harness/manifests"
 	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promserver"
+	"github.com/scoreflow/scoreflow/pkg/dsf"
 )
 
 const dsfAddon = "scoreflow-dsf-agent"
@@ -30,7 +33,8 @@ const dsfAddon = "scoreflow-dsf-agent"
 // runs in the DSF agent of two managed clusters (the dsf-bridge binary in agent mode, each with a
 // real Prometheus standing in for its cluster's, holding series without a cluster label), calling
 // DSF's own sample scorer; each agent's scores go through the agent gateway (its hub token
-// verified, its cluster checked), the Broker and the score-writer to the cluster's
+// verified, its cluster checked, its resource the one the hub's DynamicScorer produces, as
+// addon/dsf installed as it ships lets the gateway see), the Broker and the score-writer to the cluster's
 // AddOnPlacementScore, and move a Placement that prefers the busiest pod web-0: first to the
 // only cluster scored, then to the other once its agent reports a busier one.
 func TestDSFAgentsMoveAPlacement(t *testing.T) {
@@ -81,35 +85,65 @@ func TestDSFAgentsMoveAPlacement(t *testing.T) {
 	}
 }
 
-// installDSF installs the DSF CRDs on the stack's hub, applies DSF's published sample spec and
-// DynamicScoringConfig, unchanged, where DSF's guide applies them, and runs the hub's status writer
-// (functions/dsf-status), which writes the scorer Active: agents run only Active scorers, and none
-// without a DynamicScoringConfig. sample is where the hub reaches the spec's <NodeIP>:30007.
+// installDSF installs DSF support on the stack's hub (installDSFSupport, addon/dsf as it ships),
+// applies DSF's published sample spec and DynamicScoringConfig, unchanged, where DSF's guide
+// applies them, and runs the hub's status writer (runDSFStatus), which writes the scorer Active:
+// agents run only Active scorers, and none without a DynamicScoringConfig. sample is where the hub
+// reaches the spec's <NodeIP>:30007.
 func installDSF(ctx context.Context, t *testing.T, sample string) {
 	t.Helper()
-	if _, err := envtest.InstallCRDs(stack.Hub.Config, envtest.CRDInstallOptions{Paths: []string{"../../addon/dsf/crds"}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.Hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "open-cluster-management"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	installDSFSupport(ctx, t, "addon/dsf")
 	spec, err := knlocal.ReadFiles(dsfupstream.Spec(t, "mydynamicscorer-sample.yaml"), dsfupstream.Spec(t, "mydynamicscoringconfig.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range spec {
-		o.SetNamespace("open-cluster-management")
+		o.SetNamespace(dsf.DefaultScorersNamespace)
 	}
 	if err := stack.Knative.Applier.Apply(ctx, spec...); err != nil {
 		t.Fatal(err)
 	}
+	runDSFStatus(t, "http://<NodeIP>:30007="+sample)
+}
+
+// installDSFSupport installs on the stack's hub what docs/dsf.md has a DSF user install: the DSF
+// CRDs (addon/dsf/crds) and the kustomization dir (addon/dsf or a variant of it) as it ships, built
+// as `kubectl kustomize` builds it and applied unmodified: the agent addon, the status writer's
+// account and the agent gateway's read of the DynamicScorers, whose AddOnPlacementScores the
+// gateway then admits for the DSF agents. It returns the objects applied.
+func installDSFSupport(ctx context.Context, t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(stack.Hub.Config, envtest.CRDInstallOptions{Paths: []string{"../../addon/dsf/crds"}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dsf.DefaultScorersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	items, err := manifests.Build(filepath.Join("../..", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, it := range items {
+		objs = append(objs, it.Object)
+	}
+	if err := stack.Knative.Applier.Apply(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// runDSFStatus runs the hub's status writer (functions/dsf-status) until the test ends, with
+// endpoints as its ENDPOINTS.
+func runDSFStatus(t *testing.T, endpoints string) {
+	t.Helper()
 	dir := t.TempDir()
 	out, err := os.Create(filepath.Join(dir, "dsf-status.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := proc.Start(proc.Spec{Name: "dsf-status", Path: filepath.Join(binDir, "dsf-status"), Out: out, Env: append(os.Environ(),
-		"PORT=0", "ADDRESS=127.0.0.1", "KUBECONFIG="+stack.Kubeconfig, "LEADER_ELECT=false", "ENDPOINTS=http://<NodeIP>:30007="+sample)})
+		"PORT=0", "ADDRESS=127.0.0.1", "KUBECONFIG="+stack.Kubeconfig, "LEADER_ELECT=false", "ENDPOINTS="+endpoints)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package oidc
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,18 +13,27 @@ import (
 
 	"github.com/scoreflow/scoreflow/harness/authtest"
 	"github.com/scoreflow/scoreflow/harness/devrun"
+	"github.com/scoreflow/scoreflow/harness/knlocal"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/hubtoken"
 )
 
 // checkAgentThroughGateway: with sender identity on, an agent of cluster1 (a token of its hub
-// ServiceAccount, the latency addon enabled for cluster1) posts its latency score to the agent
+// ServiceAccount, the latency addon installed as addon/ ships it, whose AddOnTemplate's
+// configuration is what the gateway admits, and enabled for cluster1) posts its latency score to the agent
 // gateway, which forwards it with its SinkBinding's token; the Broker's EventPolicy for the
 // gateway admits it and the writer writes it. The same agent's score of cluster2 is refused by the
 // gateway and writes nothing.
 func checkAgentThroughGateway(t *testing.T, ctx context.Context, s *devrun.Stack) {
 	t.Helper()
 	const addon = "scoreflow-latency-agent"
+	shipped, err := knlocal.ReadFiles(filepath.Join(repo, "addon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Knative.Applier.Apply(ctx, shipped...); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := addonclient.NewForConfigOrDie(s.Hub.Config).AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(ctx,
 		&addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon, Namespace: "cluster1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -33,7 +43,7 @@ func checkAgentThroughGateway(t *testing.T, ctx context.Context, s *devrun.Stack
 		return postEvent(t, s.Functions["agent-gateway"].URL, token, scoreEvent(t, "scoreflow/latency-scorer/cluster1", contract.ScoreUpdated{Resource: "latency",
 			Items: []contract.ClusterScores{{Cluster: cluster, Scores: []contract.Score{{Name: "registry", Value: value}}}}}))
 	}
-	// The gateway's informer sees the new ManagedClusterAddOn within moments.
+	// The gateway's informers see the new ManagedClusterAddOn and AddOnTemplate within moments.
 	st := post("cluster1", 77)
 	for deadline := time.Now().Add(10 * time.Second); st == http.StatusForbidden && time.Now().Before(deadline); st = post("cluster1", 77) {
 		time.Sleep(100 * time.Millisecond)

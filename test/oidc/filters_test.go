@@ -24,8 +24,9 @@ import (
 // TestBrokerIngressEnforcesTheFilters applies oidc/eventpolicies.yaml, unmodified, to the stock
 // Knative broker with sender identity on, and posts as the identities it names: each sender's own
 // events are admitted (202); a forged scoreflowresource, a scorer sending optimize.requested or a
-// ping, a schedule pinging another scorer, the watcher sending scores, the agent gateway sending
-// another resource, and any sender but the gateway posting under an agent's source (a
+// ping, a schedule pinging another scorer, the watcher sending scores, the agent gateway sending a
+// score without scoreflowresource (any resource it names passes: the gateway decides them from the
+// hub's objects), and any sender but the gateway posting under an agent's source (a
 // never-expiring score of its own resource, which the writer would record as the agent's) or
 // another sender's, are refused (403) by the ingress itself; and only the admitted events reach a
 // Trigger that takes everything.
@@ -146,7 +147,8 @@ spec:
 		{"the watcher posing as the alertmanager-adapter", watcher, of(contract.TypeMetricChanged, "scoreflow/alertmanager-adapter"), http.StatusForbidden},
 		{"the watcher sending a score", watcher, score("cpu-idle", "cpu-idle", "scoreflow/metric-watcher"), http.StatusForbidden},
 		{"the gateway's agent score", gateway, score("latency", "latency", agentSource), http.StatusAccepted},
-		{"the gateway sending another resource", gateway, score("cpu-idle", "cpu-idle", agentSource), http.StatusForbidden},
+		{"the gateway's agent score of a resource no manifest lists", gateway, score("acme-cpu", "acme-cpu", agentSource), http.StatusAccepted},
+		{"the gateway's score without scoreflowresource", gateway, score("latency", "", agentSource), http.StatusForbidden},
 		{"the gateway's score not from an agent", gateway, score("latency", "latency", "scoreflow/agent-gateway"), http.StatusForbidden},
 		{"the writer's write.done", writerTrigger, of(contract.TypeWriteDone, "scoreflow/score-writer"), http.StatusAccepted},
 		{"the writer's write.done posing as an agent", writerTrigger, of(contract.TypeWriteDone, agentSource), http.StatusForbidden},

@@ -110,6 +110,7 @@ func senders(t *testing.T) []sender {
 	var out []sender
 	emits := map[string][]string{}
 	owns := map[string][]string{}
+	anyResource := map[string]bool{} // senders that may send any resource, decided beyond the Broker
 	for _, o := range read(t, "deploy") {
 		switch o.GetKind() {
 		case "Service", "Deployment": // a function, or a source (the metric-watcher)
@@ -132,6 +133,11 @@ func senders(t *testing.T) []sender {
 				}
 				for _, a := range table.Agents {
 					owns["agent-gateway"] = append(owns["agent-gateway"], a.Resources...)
+					// Resources the hub's objects decide, which the gateway alone checks: any
+					// name, such as a DynamicScorer's no manifest lists.
+					if a.ResourcesFrom != nil {
+						anyResource["agent-gateway"] = true
+					}
 				}
 			}
 		}
@@ -149,20 +155,25 @@ func senders(t *testing.T) []sender {
 				legit = append(legit, ce(typ, nil))
 				continue
 			}
-			if len(owns[svc]) == 0 {
+			resources := owns[svc]
+			if anyResource[svc] {
+				resources = append(resources, "a-scorer-nobody-listed")
+			}
+			if len(resources) == 0 {
 				t.Errorf("%s sends score.updated and its deployment names no resources", svc)
 			}
-			for _, r := range owns[svc] {
+			for _, r := range resources {
 				legit = append(legit, ce(typ, map[string]string{contract.ExtResource: r}))
 			}
-			forged := from(sourceOf(svc), ce(typ, map[string]string{contract.ExtResource: "someone-elses"}))
-			unnamed := from(sourceOf(svc), ce(typ, nil))
-			not = append(not, forged, unnamed)
+			if !anyResource[svc] {
+				not = append(not, from(sourceOf(svc), ce(typ, map[string]string{contract.ExtResource: "someone-elses"})))
+			}
+			not = append(not, from(sourceOf(svc), ce(typ, nil)))
 			if svc == "agent-gateway" {
 				// Not from an agent's source: its own function source, or one merely containing
 				// the agents' prefix.
 				for _, src := range []string{"scoreflow/agent-gateway", "/x" + agentgateway.SourcePrefix + "a/cluster1"} {
-					not = append(not, from(src, ce(typ, map[string]string{contract.ExtResource: owns[svc][0]})))
+					not = append(not, from(src, ce(typ, map[string]string{contract.ExtResource: resources[0]})))
 				}
 			}
 		}
