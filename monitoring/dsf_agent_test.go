@@ -42,98 +42,6 @@ const (
 	dsfDashboardQuery = `sum by(ds_cluster) (dynamic_score{ds_score_name="simple_prediction_score"})`
 )
 
-// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor that DSF's uses; decoding
-// is strict, so a field it does not model fails the test.
-type serviceMonitor struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       struct {
-		Selector          metav1.LabelSelector `json:"selector"`
-		NamespaceSelector struct {
-			MatchNames []string `json:"matchNames"`
-		} `json:"namespaceSelector"`
-		Endpoints []struct {
-			Port     string `json:"port"`
-			Interval string `json:"interval"`
-		} `json:"endpoints"`
-	} `json:"spec"`
-}
-
-// serviceMonitorScrapeConfigs are the scrape_configs the Prometheus Operator renders from sm, as its
-// configuration generator does (prometheus-operator pkg/prometheus/promcfg.go,
-// generateServiceMonitorConfig; golden file NoEnforcedNamespaceLabelServiceMonitor_Expected.golden):
-// Kubernetes endpoints discovery in the selected namespaces, the Service kept by its labels, the
-// endpoint's port kept by name, node, pod, namespace, service, container, job and endpoint labels,
-// and hash-mod sharding (one shard). sd is added to the discovery: the API server and credentials.
-func serviceMonitorScrapeConfigs(t *testing.T, sm serviceMonitor, sd string) string {
-	t.Helper()
-	var keep []string
-	for k, v := range sm.Spec.Selector.MatchLabels {
-		name := strings.NewReplacer(".", "_", "/", "_", "-", "_").Replace(k)
-		keep = append(keep, fmt.Sprintf(`  - action: keep
-    source_labels: [__meta_kubernetes_service_label_%[1]s, __meta_kubernetes_service_labelpresent_%[1]s]
-    regex: (%[2]s);true
-`, name, v))
-	}
-	if len(keep) != 1 || len(sm.Spec.Selector.MatchExpressions) > 0 {
-		t.Fatalf("%s: the selector %+v is not one label, as DSF's is", dsfServiceMonitorFile, sm.Spec.Selector)
-	}
-	var b strings.Builder
-	for i, ep := range sm.Spec.Endpoints {
-		names, _ := json.Marshal(sm.Spec.NamespaceSelector.MatchNames)
-		fmt.Fprintf(&b, `- job_name: serviceMonitor/%[1]s/%[2]s/%[3]d
-  honor_labels: false
-  kubernetes_sd_configs:
-  - role: endpoints
-    namespaces:
-      names: %[4]s
-%[5]s
-  scrape_interval: %[6]s
-  relabel_configs:
-  - source_labels: [job]
-    target_label: __tmp_prometheus_job_name
-%[7]s  - action: keep
-    source_labels: [__meta_kubernetes_endpoint_port_name]
-    regex: %[8]s
-  - source_labels: [__meta_kubernetes_endpoint_address_target_kind, __meta_kubernetes_endpoint_address_target_name]
-    separator: ;
-    regex: Node;(.*)
-    replacement: ${1}
-    target_label: node
-  - source_labels: [__meta_kubernetes_endpoint_address_target_kind, __meta_kubernetes_endpoint_address_target_name]
-    separator: ;
-    regex: Pod;(.*)
-    replacement: ${1}
-    target_label: pod
-  - source_labels: [__meta_kubernetes_namespace]
-    target_label: namespace
-  - source_labels: [__meta_kubernetes_service_name]
-    target_label: service
-  - source_labels: [__meta_kubernetes_pod_name]
-    target_label: pod
-  - source_labels: [__meta_kubernetes_pod_container_name]
-    target_label: container
-  - action: drop
-    source_labels: [__meta_kubernetes_pod_phase]
-    regex: (Failed|Succeeded)
-  - source_labels: [__meta_kubernetes_service_name]
-    target_label: job
-    replacement: ${1}
-  - target_label: endpoint
-    replacement: %[8]s
-  - source_labels: [__address__]
-    target_label: __tmp_hash
-    modulus: 1
-    action: hashmod
-  - source_labels: [__tmp_hash]
-    regex: 0
-    action: keep
-`, sm.Metadata.Namespace, sm.Metadata.Name, i, names, sd, ep.Interval, strings.Join(keep, ""), ep.Port)
-	}
-	return b.String()
-}
-
 // TestDSFServiceMonitorScrapesTheAgent: DSF's ServiceMonitor, applied on a managed cluster, selects
 // the metrics Service the addon distributes (addon/dsf's template, as it is) and the real Prometheus,
 // with the scrape configuration the Prometheus Operator renders from it, scrapes the agent's
@@ -148,8 +56,8 @@ func TestDSFServiceMonitorScrapesTheAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sm serviceMonitor
-	if err := yaml.UnmarshalStrict(raw, &sm); err != nil {
+	sm, err := promserver.ParseServiceMonitor(raw)
+	if err != nil {
 		t.Fatalf("%s: %v", dsfServiceMonitorFile, err)
 	}
 	svc, dep := dsfAgentObjects(t)
@@ -278,7 +186,10 @@ spec: {}
 	}
 	sd := fmt.Sprintf("    api_server: %s\n    tls_config: {ca_file: %s, cert_file: %s, key_file: %s}",
 		hub.Config.Host, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
-	scrape := serviceMonitorScrapeConfigs(t, sm, sd)
+	scrape, err := sm.ScrapeConfigs(sd)
+	if err != nil {
+		t.Fatalf("%s: %v", dsfServiceMonitorFile, err)
+	}
 	// DSF's interval, 15s, would make the test wait that long for a first scrape.
 	scrape = strings.ReplaceAll(scrape, "scrape_interval: "+sm.Spec.Endpoints[0].Interval, "scrape_interval: 1s")
 	ps, err := promserver.RunTool(tools.PrometheusKubernetesSD, "scrape_configs:\n"+scrape)
