@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -29,6 +28,7 @@ import (
 	"github.com/scoreflow/scoreflow/harness/dsfupstream"
 	"github.com/scoreflow/scoreflow/harness/localhub"
 	"github.com/scoreflow/scoreflow/harness/manifests"
+	"github.com/scoreflow/scoreflow/harness/proc"
 	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
 	"github.com/scoreflow/scoreflow/tools"
@@ -147,7 +147,10 @@ spec: {}
 	}
 	// The agent listens on a non-loopback address of this machine: an Endpoints address may not be
 	// a loopback one.
-	ip := hostIP(t)
+	ip, err := proc.HostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent := startFunctionOn(t, dir, "dsf-bridge", ip, "CLUSTER=cluster1", "HUB_KUBECONFIG="+kubeconfig,
 		"HUB_TOKEN_ADDON=scoreflow-dsf-agent", "SINK_TOKEN_FILE="+filepath.Join(dir, "token"), "K_SINK="+gateway.URL, "SECRETS_NAMESPACE="+dsfAgentNS)
 	port, _ := strconv.Atoi(agent.url[strings.LastIndex(agent.url, ":")+1:])
@@ -270,20 +273,4 @@ func dsfAgentObjects(t *testing.T) (*corev1.Service, *appsv1.Deployment) {
 		t.Fatal("addon/dsf's AddOnTemplate has no metrics Service or no Deployment")
 	}
 	return svc, dep
-}
-
-// hostIP is a non-loopback, non-link-local IPv4 address of this machine.
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Fatalf("no non-loopback IPv4 address among %v: an Endpoints address may not be a loopback one", addrs)
-	return ""
 }

@@ -146,6 +146,21 @@ func FreePort() (int, error) {
 	return 0, errors.New("no free TCP port below the ephemeral range after 100 tries")
 }
 
+// HostIP is a non-loopback, non-link-local IPv4 address of this machine: where a child listens
+// when a Kubernetes object must name its address (an Endpoints address may not be a loopback one).
+func HostIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("no non-loopback IPv4 address among %v", addrs)
+}
+
 // handedOut is every port FreePort returned in this process.
 var handedOut = struct {
 	sync.Mutex
