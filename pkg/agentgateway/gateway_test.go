@@ -48,6 +48,8 @@ type gatewayHub struct {
 	broker *functest.Sink
 	// reviews counts the TokenReviews the gateway sent the hub.
 	reviews *atomic.Int64
+	// accepted counts the posts the gateway answered 202.
+	accepted atomic.Int64
 }
 
 // countReviews makes cfg's requests count the TokenReviews they create.
@@ -151,6 +153,9 @@ func (h *gatewayHub) post(t *testing.T, token string, e event.Event) (int, strin
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusAccepted {
+		h.accepted.Add(1)
+	}
 	if resp.StatusCode >= 300 && len(body) >= contract.MaxRefusalBytes {
 		t.Errorf("a %d answer of %d bytes, more than %d", resp.StatusCode, len(body), contract.MaxRefusalBytes)
 	}

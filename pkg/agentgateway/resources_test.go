@@ -132,8 +132,10 @@ func TestResourcesFollowTheHubsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitFor(t, dsfAgent, "acme-ds", http.StatusForbidden, "no AddOnTemplate "+dsfAddon+" on the hub")
-	if n := len(h.broker.Take()); n != 5 {
-		t.Errorf("%d events forwarded, want the 5 admitted", n)
+	// Every event admitted reaches the broker, and nothing else: waiting for a refusal admits the
+	// events posted before the gateway saw the change.
+	if n, want := len(h.broker.Take()), h.accepted.Load(); int64(n) != want || want < 5 {
+		t.Errorf("%d events forwarded, want the %d admitted (at least 5)", n, want)
 	}
 }
 
