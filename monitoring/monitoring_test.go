@@ -223,7 +223,7 @@ rows:
 		t.Fatal(err)
 	}
 	broker := functest.NewSink(t, nil)
-	writer := startFunction(t, dir, "score-writer", "KUBECONFIG="+kubeconfig, "TTL=3m")
+	writer := startFunction(t, dir, "score-writer", "KUBECONFIG="+kubeconfig, "TTL=3m", "POD_NAMESPACE=default") // its Lease: where a pod's token would say
 	scorer := startFunction(t, dir, "static-scorer", "TABLE="+table)
 	deadLetter := startFunction(t, dir, "dead-letter", "K_SINK="+broker.URL)
 
