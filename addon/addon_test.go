@@ -288,6 +288,9 @@ func checkAgent(t *testing.T, work *workv1.ManifestWork, cluster string) {
 	c := dep.Spec.Template.Spec.Containers[0]
 	env := map[string]string{}
 	for _, e := range c.Env {
+		if _, twice := env[e.Name]; twice {
+			t.Errorf("container %s sets %s twice: the API server keeps the last, an apply may drop either", c.Name, e.Name)
+		}
 		env[e.Name] = e.Value
 	}
 	want := map[string]string{

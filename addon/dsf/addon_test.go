@@ -252,7 +252,7 @@ func TestNamespaceVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	dep := checkWork(t, addontest.WaitWork(ctx, t, workclient.NewForConfigOrDie(hub.Config), addonName, "cluster1"), "cluster1")
-	if env := envOf(dep.Spec.Template.Spec.Containers[0]); env["SCORERS_NAMESPACE"] != "dynamic-scoring" {
+	if env := envOf(t, dep.Spec.Template.Spec.Containers[0]); env["SCORERS_NAMESPACE"] != "dynamic-scoring" {
 		t.Errorf("the agent reads %q, want dynamic-scoring", env["SCORERS_NAMESPACE"])
 	}
 	checkHubPermissions(ctx, t, hub.Config, "cluster1", "dynamic-scoring")
@@ -481,7 +481,7 @@ func checkWork(t *testing.T, work *workv1.ManifestWork, cluster string) *appsv1.
 	}
 	pod := dep.Spec.Template
 	c := pod.Spec.Containers[0]
-	env := envOf(c)
+	env := envOf(t, c)
 	for k, v := range map[string]string{
 		"CLUSTER":           cluster,
 		"K_SINK":            gatewayURL,
@@ -527,9 +527,15 @@ func checkWork(t *testing.T, work *workv1.ManifestWork, cluster string) *appsv1.
 }
 
 // envOf is a container's environment; a value from the downward API is "fieldRef:<path>".
-func envOf(c corev1.Container) map[string]string {
+// envOf is c's environment by name. It fails t when a name is set twice: the API server keeps the
+// last and warns, and an apply may drop either.
+func envOf(t *testing.T, c corev1.Container) map[string]string {
+	t.Helper()
 	env := map[string]string{}
 	for _, e := range c.Env {
+		if _, twice := env[e.Name]; twice {
+			t.Errorf("container %s sets %s twice", c.Name, e.Name)
+		}
 		env[e.Name] = e.Value
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			env[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
@@ -544,7 +550,7 @@ func containerEnv(t *testing.T, o *unstructured.Unstructured) map[string]string 
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
 		t.Fatal(err)
 	}
-	return envOf(d.Spec.Template.Spec.Containers[0])
+	return envOf(t, d.Spec.Template.Spec.Containers[0])
 }
 
 const dsfGroup = "dynamic-scoring.open-cluster-management.io"
@@ -807,7 +813,7 @@ func runAgent(ctx context.Context, t *testing.T, hub, managed *localhub.Hub, dep
 	t.Helper()
 	bin := buildBinary(t, "dsf-bridge")
 	c := dep.Spec.Template.Spec.Containers[0]
-	env := envOf(c)
+	env := envOf(t, c)
 	checkReads(t, bin, env)
 
 	// cluster1's Prometheus: two pods using 2.5 and 4.5 cores, no cluster label.
