@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults of the Lease's timing, those of Kubernetes' own controllers: a crashed leader's work
@@ -147,13 +149,46 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context)) {
 			// ctx ended before this round's stop was known to the AfterFunc.
 			stop()
 		}
+		led := false
 		select {
 		case lctx := <-elected:
+			led = true
 			e.lead(ctx, lctx, work, &mu, &working)
 		case <-ended:
 		}
 		stop()
 		<-ended
+		if led && ctx.Err() != nil {
+			e.release(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// release gives the Lease up if it still names this replica. client-go's own release writes the
+// Lease at the version its last renewal saw; a renewal cut off by the stop may still have been
+// applied, or anyone may have touched the Lease since, and that release then fails on the
+// version: the next replica would wait the whole LeaseDuration. This one reads the Lease afresh.
+func (e *Elector) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.RenewDeadline)
+	defer cancel()
+	leases := e.client.CoordinationV1().Leases(e.opts.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, e.opts.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != e.opts.Identity {
+			return nil // released already, or taken over
+		}
+		// What client-go's release writes: no holder, and a Lease that lasts a second.
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To(""), ptr.To[int32](1)
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		e.opts.Log.Warn("releasing the Lease failed: the next leader waits for it to expire", "lease", e.opts.Namespace+"/"+e.opts.Name, "err", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/scoreflow/scoreflow/harness/localhub"
 )
@@ -142,3 +145,75 @@ func TestNewRefusesInconsistentTiming(t *testing.T) {
 		t.Errorf("defaults not filled in: %+v", e.opts)
 	}
 }
+
+// TestReleaseAfterTheLeaseChanged: a leader that stops gives the Lease up even when the Lease
+// changes between client-go's read and write of the release (a renewal cut off by the stop but
+// applied late does that), so that the next replica need not wait for it to expire.
+func TestReleaseAfterTheLeaseChanged(t *testing.T) {
+	hub, err := localhub.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	ctx := t.Context()
+	leases := hub.Kube.CoordinationV1().Leases("default")
+	// The leader's client: once armed, someone else writes the Lease just before the leader's
+	// first write of it goes out.
+	var armed atomic.Bool
+	cfg := rest.CopyConfig(hub.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPut && armed.CompareAndSwap(true, false) {
+				l, err := leases.Get(r.Context(), "test-lease", metav1.GetOptions{})
+				if err == nil {
+					l.Annotations = map[string]string{"touched": "yes"}
+					_, err = leases.Update(r.Context(), l, metav1.UpdateOptions{})
+				}
+				if err != nil {
+					t.Errorf("touching the Lease: %v", err)
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewals far apart: the leader's only write after arming is its release.
+	e, err := New(client, Options{Namespace: "default", Name: "test-lease", Identity: "a",
+		LeaseDuration: time.Minute, RenewDeadline: 50 * time.Second, RetryPeriod: 40 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(rctx, func(wctx context.Context) {
+			armed.Store(true)
+			cancel()
+			<-wctx.Done()
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the elector did not stop")
+	}
+	if armed.Load() {
+		t.Fatal("the leader never wrote the Lease after it stopped")
+	}
+	l, err := leases.Get(ctx, "test-lease", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the stopped leader still holds the Lease: holder %q, lasting %ds", *h, *l.Spec.LeaseDurationSeconds)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
