@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/scoreflow/scoreflow/pkg/contract"
@@ -93,8 +94,20 @@ func (o *Optimizer) apply(ctx context.Context, plan *Plan) *Error {
 	for _, w := range plan.Workloads {
 		want := o.workloadPlacement(plan, w)
 		if cur, ok := existing[w.Placement]; ok {
-			cur.Labels, cur.Spec = want.Labels, want.Spec
-			if _, err := placements.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			// The placement controller writes the status of a Placement while it decides, which
+			// moves its resourceVersion: a conflict is read again and, while the Placement is still
+			// the optimizer's own, written again.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur.Labels, cur.Spec = want.Labels, want.Spec
+				_, err := placements.Update(ctx, cur, metav1.UpdateOptions{})
+				if apierrors.IsConflict(err) {
+					if fresh, gerr := placements.Get(ctx, w.Placement, metav1.GetOptions{}); gerr == nil && generatedPlacement(fresh) {
+						cur = fresh
+					}
+				}
+				return err
+			})
+			if err != nil {
 				return hubError("update Placement "+w.Placement, err)
 			}
 		} else if _, err := placements.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

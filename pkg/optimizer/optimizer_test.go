@@ -178,7 +178,7 @@ func claim(t *testing.T, cluster, value string) {
 
 // testNamespaces are the namespaces the tests plan in: an optimizer served with no Namespaces of
 // its own may act in these.
-var testNamespaces = []string{"flip", "redeliver", "refuse", "http", "gov", "gate"}
+var testNamespaces = []string{"flip", "redeliver", "refuse", "http", "gov", "gate", "race"}
 
 // serve runs the optimizer function's HTTP surface in process against the hub.
 func serve(t *testing.T, opts optimizer.Options) string {
