@@ -66,7 +66,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, split.CheckResource, fn.Log)
+		b, err := dsf.NewBridge(run, *file, *clusterLabel, *maxRetries, fn.Log)
 		if err != nil {
 			return err
 		}

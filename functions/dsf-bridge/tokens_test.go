@@ -61,7 +61,8 @@ func TestTokensGoOnlyWhereTheSpecSendsThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spec := func(name, scorer string) string {
+	// Each spec names the score its /config names: the bridge writes only the resource a spec names.
+	spec := func(name, scorer, score string) string {
 		return fmt.Sprintf(`---
 apiVersion: dynamic-scoring.open-cluster-management.io/v1alpha1
 kind: DynamicScorer
@@ -77,11 +78,12 @@ spec:
     host: %s
     auth: {tokenSecretRef: {name: prometheus-token-secret, key: token}}
   scoring:
+    params: {name: %s}
     auth: {tokenSecretRef: {name: api-auth-secret, key: token}}
-`, name, scorer, promSide.URL)
+`, name, scorer, promSide.URL, score)
 	}
 	scorers := filepath.Join(t.TempDir(), "scorers.yaml")
-	if err := os.WriteFile(scorers, []byte(spec("self-source", selfSource.URL)+spec("prom-scoring", promScoring.URL)), 0o644); err != nil {
+	if err := os.WriteFile(scorers, []byte(spec("self-source", selfSource.URL, "a_score")+spec("prom-scoring", promScoring.URL, "b_score")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fn := functest.Start(t, []string{"SCORERS_FILE=" + scorers, "TOKEN_DIR=" + tokens, "REQUEST_TIMEOUT=5s",

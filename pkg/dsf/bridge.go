@@ -48,7 +48,6 @@ type Bridge struct {
 	file         string
 	clusterLabel string
 	maxRetries   int
-	owns         func(resource string) error
 	log          *slog.Logger
 
 	mu      sync.Mutex
@@ -60,9 +59,9 @@ type Bridge struct {
 
 // NewBridge serves the scorers of file (DynamicScorer and DynamicScoringConfig documents), read
 // again whenever it changes. It is read once now: a file that does not decode stops the start.
-// owns, when not nil, refuses a resource the deployment does not let the bridge score (a scorer's
-// /config with configSyncMode Full names its resource): before anything is queried.
-func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, owns func(resource string) error, log *slog.Logger) (*Bridge, error) {
+// A ping writes only the resource its own spec names (SpecResource): the file, the deployment's
+// configuration, decides what the bridge may score, and no list elsewhere repeats it.
+func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, log *slog.Logger) (*Bridge, error) {
 	if file == "" {
 		return nil, errors.New("--scorers-file is required in hub mode: the DynamicScorers pings may name")
 	}
@@ -75,7 +74,7 @@ func NewBridge(run *Runner, file, clusterLabel string, maxRetries int, owns func
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Bridge{run: run, file: file, clusterLabel: clusterLabel, maxRetries: maxRetries, owns: owns, log: log, streak: map[string]int{}}
+	b := &Bridge{run: run, file: file, clusterLabel: clusterLabel, maxRetries: maxRetries, log: log, streak: map[string]int{}}
 	if _, err := b.load(); err != nil {
 		return nil, err
 	}
@@ -104,7 +103,7 @@ func (b *Bridge) Ping(ctx context.Context, e event.Event) (*scorer.Result, error
 	if ds == nil {
 		return nil, scorer.BadConfig("no DynamicScorer %s in the bridge's scorers file (it has %s)", contract.Truncate(fmt.Sprintf("%q", pc.Scorer), 80), names(objs.Scorers))
 	}
-	ev, err := b.run.Evaluate(ctx, ds, scope{ClusterLabel: b.clusterLabel, Masks: objs.Masks, Owns: b.owns})
+	ev, err := b.run.Evaluate(ctx, ds, scope{ClusterLabel: b.clusterLabel, Masks: objs.Masks, Owns: ownedBy(ds)})
 	name := specScoreName(ds)
 	if ev != nil && ev.Plan != nil {
 		name = ev.Plan.ScoreName
@@ -230,6 +229,25 @@ func names(ss []DynamicScorer) string {
 		return "none"
 	}
 	return contract.Truncate(strings.Join(out, ", "), 200)
+}
+
+// ownedBy refuses, before anything is queried, a resource other than the one ds's spec names: with
+// configSyncMode Full the scorer's /config decides the score's name, and a scorer must not write
+// a resource its spec does not give it (another scorer's, say). Every name the bridge writes is
+// thus one its scorers file, which the administrator writes, holds.
+func ownedBy(ds *DynamicScorer) func(resource string) error {
+	own := SpecResource(ds)
+	return func(resource string) error {
+		switch {
+		case resource == own:
+			return nil
+		case own == "":
+			return scorer.BadConfig("DynamicScorer %s: its spec names no valid scoring.params.name and the scorer's /config makes it resource %q: "+
+				"the bridge writes only the resource a spec names; write the score's name in the spec", ds.Name, contract.Truncate(resource, 64))
+		}
+		return scorer.BadConfig("DynamicScorer %s: the scorer's /config makes its score resource %q, not the spec's %q: the bridge writes only the resource the spec names",
+			ds.Name, contract.Truncate(resource, 64), own)
+	}
 }
 
 // specScoreName is the spec's own scoring.params.name, "" when only the scorer's /config names it.

@@ -15,7 +15,6 @@ import (
 	"github.com/scoreflow/scoreflow/harness/promserver"
 	"github.com/scoreflow/scoreflow/pkg/contract"
 	"github.com/scoreflow/scoreflow/pkg/dsf"
-	"github.com/scoreflow/scoreflow/pkg/scorer"
 )
 
 // Series the hub-mode tests query, on a one-minute grid ending at `at`, labelled by cluster as a
@@ -103,14 +102,22 @@ func TestBridgeHubMode(t *testing.T) {
 			cs("east", "sample_my_score.db", 5, "sample_my_score.web", 20), cs("west", "sample_my_score.web", 50)}}, at)
 	})
 
-	t.Run("DSF's published sample spec unchanged: no cluster label, score.failed instead of silence", func(t *testing.T) {
+	t.Run("DSF's published sample spec: its score named in the spec, then no cluster label, score.failed instead of silence", func(t *testing.T) {
 		sample := dsfupstream.Scorer(t, "sample-scorer")
 		spec, err := os.ReadFile(dsfupstream.Spec(t, "mydynamicscorer-sample.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := serve(t, string(spec), bridgeOptions{at: at,
-			endpoints: "http://<NodeIP>:30007=" + sample + ",http://kube-prometheus-kube-prome-prometheus.monitoring.svc:9090=" + prom.URL})
+		endpoints := "http://<NodeIP>:30007=" + sample + ",http://kube-prometheus-kube-prome-prometheus.monitoring.svc:9090=" + prom.URL
+		// Unchanged, only its scorer's /config names the score: the bridge writes no resource
+		// its scorers file does not name.
+		b := serve(t, string(spec), bridgeOptions{at: at, endpoints: endpoints})
+		expectFailure(t, b, "sample-scorer", http.StatusBadRequest, contract.ReasonBadConfig, false, "its spec names no valid scoring.params.name")
+		named := strings.Replace(string(spec), "    path: /scoring\n", "    path: /scoring\n    params: {name: sample_my_score}\n", 1)
+		if named == string(spec) {
+			t.Fatal("DSF's sample spec has no scoring path to name the score beside")
+		}
+		b = serve(t, named, bridgeOptions{at: at, endpoints: endpoints})
 		expectFailure(t, b, "sample-scorer", http.StatusBadRequest, dsf.ReasonNoCluster, false, `none of the scorer's results carries a cluster label "cluster"`)
 	})
 
@@ -162,7 +169,7 @@ spec:
 		s.config = map[string]any{"name": "s", "description": "d",
 			"source":  map[string]any{"type": "Prometheus", "host": "http://thanos.example:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
 			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "s_score", "interval": 30}}}
-		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL)
+		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n  scoring: {params: {name: s_score}}\n", s.URL)
 		b := serve(t, scorerDoc("full", full)+scorerDoc("none", hubSpec(s.URL, "cpu_usage", "/scoring", "s_score", "")), bridgeOptions{endpoints: thanos + "," + s.URL, at: at})
 		expectScores(t, b, "full", contract.ScoreUpdated{Resource: "s-score", Items: []contract.ClusterScores{cs("east", "s_score", 20), cs("west", "s_score", 50)}}, at)
 		if h, n := s.counts(); h != 0 || n != 1 {
@@ -246,24 +253,25 @@ spec:
 		}
 	})
 
-	t.Run("a resource the deployment does not own is refused before any query", func(t *testing.T) {
+	t.Run("a ping writes only the resource its spec names: a /config naming another is refused before any query", func(t *testing.T) {
 		s := newGoScorer(t, meanOf)
 		// A scorer's /config decides the score's name, hence its resource, with configSyncMode Full.
 		s.config = map[string]any{"name": "s", "description": "d",
 			"source":  map[string]any{"type": "Prometheus", "host": "http://thanos.example:9090", "path": "/api/v1/query_range", "params": map[string]any{"query": "cpu_usage", "range": 120, "step": 60}},
-			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "someone_elses_score", "interval": 30}}}
+			"scoring": map[string]any{"path": "/scoring", "params": map[string]any{"name": "other_score", "interval": 30}}}
 		full := fmt.Sprintf("  description: d\n  configURL: %s/config\n  configSyncMode: Full\n  location: External\n  scoreDestination: AddOnPlacementScore\n", s.URL)
-		owns := func(r string) error {
-			if r != "s-score" {
-				return scorer.BadConfig("resource %q is not one this scorer may score", r)
-			}
-			return nil
-		}
-		b := serve(t, scorerDoc("full", full), bridgeOptions{endpoints: thanos + "," + s.URL, at: at, owns: owns})
-		expectFailure(t, b, "full", http.StatusBadRequest, contract.ReasonBadConfig, false, `resource "someone-elses-score" is not one this scorer may score`)
+		// "other" is a configured spec whose resource, other-score, the /config names: still
+		// not the Full spec's own.
+		b := serve(t, scorerDoc("full", full+"  scoring: {params: {name: s_score}}\n")+scorerDoc("unnamed", full)+
+			scorerDoc("other", hubSpec(s.URL, "cpu_usage", "/scoring", "other_score", "")),
+			bridgeOptions{endpoints: thanos + "," + s.URL, at: at})
+		expectFailure(t, b, "full", http.StatusBadRequest, contract.ReasonBadConfig, false, `the scorer's /config makes its score resource "other-score", not the spec's "s-score"`)
+		expectFailure(t, b, "unnamed", http.StatusBadRequest, contract.ReasonBadConfig, false, `its spec names no valid scoring.params.name and the scorer's /config makes it resource "other-score"`)
 		if _, n := s.counts(); n != 0 {
 			t.Errorf("the scorer was called %d times", n)
 		}
+		// Its own spec's resource, as any configured scorer's, whatever its name.
+		expectScores(t, b, "other", contract.ScoreUpdated{Resource: "other-score", Items: []contract.ClusterScores{cs("east", "other_score", 20), cs("west", "other_score", 50)}}, at)
 	})
 
 	t.Run("the scorers file is read again when it changes; a scorer gone is forgotten", func(t *testing.T) {

@@ -18,7 +18,9 @@
 //
 // Hub mode (Bridge) answers PingSource events that name one DynamicScorer of a mounted file
 // ({"scorer": NAME}), run against a hub-side Prometheus or Thanos whose series carry a cluster
-// label; it probes the scorer itself, as DSF's controller would, every ping.
+// label; it probes the scorer itself, as DSF's controller would, every ping. It writes only the
+// resource the spec's own scoring.params.name makes (SpecResource): the file, the deployment's
+// configuration, is the one list of what the bridge may score.
 //
 // One round of a scorer (Runner.Evaluate) is one tick of DSF's agent:
 //

@@ -59,7 +59,6 @@ type bridgeOptions struct {
 	timeout    time.Duration
 	at         time.Time // zero: now
 	maxRetries int       // zero: dsf.DefaultMaxRetries
-	owns       func(string) error
 }
 
 // serve starts a hub-mode bridge reading scorers (YAML documents) with o's settings.
@@ -83,7 +82,7 @@ func serve(t *testing.T, scorers string, o bridgeOptions) *bridge {
 	if o.maxRetries == 0 {
 		o.maxRetries = dsf.DefaultMaxRetries
 	}
-	b, err := dsf.NewBridge(run, file, "cluster", o.maxRetries, o.owns, fn.Log)
+	b, err := dsf.NewBridge(run, file, "cluster", o.maxRetries, fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -244,6 +244,22 @@ func AgentResource(ds *DynamicScorer) string {
 	return r
 }
 
+// SpecResource is the AddOnPlacementScore the bridge (hub mode) lets ds write: its spec's own
+// scoring.params.name made an object name (ResourceName), whatever its scorer's /config says. It
+// is "" when ds may write none: scoreDestination is not AddOnPlacementScore, the spec names no
+// score, or the name makes no valid resource name.
+func SpecResource(ds *DynamicScorer) string {
+	name := specScoreName(ds)
+	if ds.Spec.ScoreDestination != DestinationAPS || name == "" {
+		return ""
+	}
+	r := ResourceName(name)
+	if contract.ValidateResourceName(r) != nil {
+		return ""
+	}
+	return r
+}
+
 // pair returns the spec's token for a request to host (as written, before any rewrite) only when
 // host is the one the spec itself gives for it (specHost: the spec's own host field, else
 // configURL's host). A /config answer that moves the request elsewhere, to the scorer's own

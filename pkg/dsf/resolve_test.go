@@ -248,3 +248,30 @@ func TestAgentResourceIsWhatTheAgentWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecResourceIsTheSpecsOwn: SpecResource, what the bridge lets a DynamicScorer write, is its
+// spec's scoring.params.name made an object name, never a /config's, and nothing with
+// scoreDestination None or no name in the spec.
+func TestSpecResourceIsTheSpecsOwn(t *testing.T) {
+	spec := func(dest, name string) *DynamicScorer {
+		ds := &DynamicScorer{Spec: ScorerSpec{ConfigSyncMode: SyncFull, ScoreDestination: dest}}
+		if name != "" {
+			ds.Spec.Scoring.Params = &ScoringParams{Name: name}
+		}
+		ds.Status.LastSyncedConfig = &RemoteConfig{Scoring: RemoteScoring{Params: RemoteScoringParams{Name: "from_config"}}}
+		return ds
+	}
+	for _, c := range []struct {
+		ds   *DynamicScorer
+		want string
+	}{
+		{spec(DestinationAPS, "Team_GPU_Headroom"), "team-gpu-headroom"},
+		{spec(DestinationAPS, ""), ""},
+		{spec(DestinationNone, "acme_cpu"), ""},
+		{spec(DestinationAPS, strings.Repeat("x", 300)), strings.Repeat("x", 253)},
+	} {
+		if got := SpecResource(c.ds); got != c.want {
+			t.Errorf("SpecResource(%+v) = %q, want %q", c.ds.Spec, got, c.want)
+		}
+	}
+}

@@ -34,8 +34,9 @@ type scope struct {
 	Cluster      string
 	ClusterLabel string
 	Masks        Masks
-	// Owns refuses a resource the deployment does not let this scorer score (scorer.Options'
-	// CheckResource, from --resources): checked once the spec is resolved, before any query.
+	// Owns refuses a resource this scorer may not write (hub mode: any but its spec's own,
+	// ownedBy; agent mode: scorer.Options' CheckResource): checked once the spec is resolved,
+	// before any query.
 	Owns func(resource string) error
 	// Synced is agent mode: the scorer's health and /config are the hub's (its DynamicScorer's
 	// status), never asked of the scorer by the agent.

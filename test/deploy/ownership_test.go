@@ -16,7 +16,8 @@ import (
 // TestScorersOwnTheirResources: every scorer deployed names the resources it may score
 // (RESOURCES, pkg/scorer), and each resource its PingSources and its METRIC_CONFIG make it score
 // is among them: a scorer refuses a ping for a resource it does not own, so a schedule outside
-// its list would never write.
+// its list would never write. The dsf-bridge's are the ones its scorers file's specs name
+// (dsf.SpecResource) and no list: one would refuse a scorer added to the file alone.
 func TestScorersOwnTheirResources(t *testing.T) {
 	s := load(t, setHub)
 	owned := map[string][]string{} // Service name -> RESOURCES
@@ -25,6 +26,17 @@ func TestScorersOwnTheirResources(t *testing.T) {
 			continue
 		}
 		env := containerEnv(it.Object)
+		if it.Object.Name == "dsf-bridge" {
+			if v, ok := env["RESOURCES"]; ok {
+				t.Errorf("%s: RESOURCES=%s: the bridge scores what its scorers file's specs name; a list would refuse a scorer added there", it.Source, v)
+			}
+			for _, sc := range dsfScorers(t, s).Scorers {
+				if r := dsf.SpecResource(&sc); r != "" {
+					owned["dsf-bridge"] = append(owned["dsf-bridge"], r)
+				}
+			}
+			continue
+		}
 		v, ok := env["RESOURCES"]
 		if !ok || strings.TrimSpace(v) == "" {
 			t.Errorf("%s: a scorer without RESOURCES may score any resource an event names", it.Source)
@@ -58,7 +70,7 @@ func TestScorersOwnTheirResources(t *testing.T) {
 		fn := it.Object.Spec.CloudEventOverrides.Extensions["scorer"]
 		r := pingResource(t, s, fn, []byte(it.Object.Spec.Data))
 		if r == "" {
-			continue // decided by the scorer's remote /config (DSF, configSyncMode Full)
+			continue // a DSF spec naming no score: the bridge refuses it, saying so
 		}
 		if !contains(owned[fn], r) {
 			t.Errorf("%s: %s scores %q, which its RESOURCES %v do not name: every ping would be refused", it.Source, fn, r, owned[fn])
@@ -87,15 +99,15 @@ func pingResource(t *testing.T, s *manifests.Set, fn string, data []byte) string
 		}
 		return containerEnv(it.Object)["RESOURCE"]
 	case "dsf-bridge":
-		// The ping names a DynamicScorer of the bridge's scorers file; its resource is its
-		// scoring.params.name, or its scorer's /config's (configSyncMode Full).
+		// The ping names a DynamicScorer of the bridge's scorers file; its resource is the one
+		// its spec names (a scorer's /config naming another is refused).
 		var d dsf.PingConfig
 		if err := contract.DecodeJSON(data, &d); err != nil {
 			t.Fatal(err)
 		}
 		for _, sc := range dsfScorers(t, s).Scorers {
-			if sc.Name == d.Scorer && sc.Spec.Scoring.Params != nil && sc.Spec.Scoring.Params.Name != "" {
-				return dsf.ResourceName(sc.Spec.Scoring.Params.Name)
+			if sc.Name == d.Scorer {
+				return dsf.SpecResource(&sc)
 			}
 		}
 		return ""

@@ -24,12 +24,12 @@ import (
 // TestBrokerIngressEnforcesTheFilters applies oidc/eventpolicies.yaml, unmodified, to the stock
 // Knative broker with sender identity on, and posts as the identities it names: each sender's own
 // events are admitted (202); a forged scoreflowresource, a scorer sending optimize.requested or a
-// ping, a schedule pinging another scorer, the watcher sending scores, the agent gateway sending a
-// score without scoreflowresource (any resource it names passes: the gateway decides them from the
-// hub's objects), and any sender but the gateway posting under an agent's source (a
-// never-expiring score of its own resource, which the writer would record as the agent's) or
-// another sender's, are refused (403) by the ingress itself; and only the admitted events reach a
-// Trigger that takes everything.
+// ping, a schedule pinging another scorer, the watcher sending scores, the agent gateway or the
+// dsf-bridge sending a score without scoreflowresource (any resource they name passes: the gateway
+// decides them from the hub's objects, the bridge from its scorers file), and any sender but the
+// gateway posting under an agent's source (a never-expiring score of its own resource, which the
+// writer would record as the agent's) or another sender's, are refused (403) by the ingress
+// itself; and only the admitted events reach a Trigger that takes everything.
 func TestBrokerIngressEnforcesTheFilters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -88,6 +88,7 @@ spec:
 		writerTrigger  = "score-writer-oidc-eventing.knative.dev-trigger"
 		staticTrigger  = "static-scorer-oidc-eventing.knative.dev-trigger"
 		staticParts    = "static-scorer-oidc-sources.knative.dev-sinkbinding"
+		bridgeTrigger  = "dsf-bridge-oidc-eventing.knative.dev-trigger"
 	)
 	score := func(resource, extension, source string) event.Event {
 		e := newEvent(contract.TypeScoreUpdated, source)
@@ -150,6 +151,9 @@ spec:
 		{"the gateway's agent score of a resource no manifest lists", gateway, score("acme-cpu", "acme-cpu", agentSource), http.StatusAccepted},
 		{"the gateway's score without scoreflowresource", gateway, score("latency", "", agentSource), http.StatusForbidden},
 		{"the gateway's score not from an agent", gateway, score("latency", "latency", "scoreflow/agent-gateway"), http.StatusForbidden},
+		{"the dsf-bridge's score of a scorer no manifest lists", bridgeTrigger, score("team-gpu-headroom", "team-gpu-headroom", "scoreflow/dsf-bridge"), http.StatusAccepted},
+		{"the dsf-bridge's score without scoreflowresource", bridgeTrigger, score("team-gpu-headroom", "", "scoreflow/dsf-bridge"), http.StatusForbidden},
+		{"the dsf-bridge posing as an agent", bridgeTrigger, score("team-gpu-headroom", "team-gpu-headroom", agentSource), http.StatusForbidden},
 		{"the writer's write.done", writerTrigger, of(contract.TypeWriteDone, "scoreflow/score-writer"), http.StatusAccepted},
 		{"the writer's write.done posing as an agent", writerTrigger, of(contract.TypeWriteDone, agentSource), http.StatusForbidden},
 		{"the writer sending a score", writerTrigger, score("cpu-idle", "cpu-idle", "scoreflow/score-writer"), http.StatusForbidden},

@@ -103,7 +103,8 @@ var allTypes = []string{contract.TypePing, contract.TypeMetricChanged, contract.
 // it may send: PingSources their pings for their scorer; the ApiServerSource its apiserver events;
 // each Service or Deployment (its SinkBinding's identity, and a Service's Trigger's for its replies) the types its
 // scoreflow.io/emits annotation names, score.updated only for the resources its deployment
-// names (RESOURCES, or the agent gateway's table, from /scoreflow/agents/). Each sends under its
+// names (RESOURCES, the agent gateway's table, from /scoreflow/agents/, or any the dsf-bridge's
+// scorers file names). Each sends under its
 // own source only: scoreflow/<function>, the PingSource's, the agent gateway's agents'.
 func senders(t *testing.T) []sender {
 	t.Helper()
@@ -125,6 +126,11 @@ func senders(t *testing.T) []sender {
 				}
 			}
 		case "ConfigMap":
+			if o.GetName() == "dsf-bridge" {
+				// The bridge writes the resources its scorers file's specs name (pkg/dsf), which
+				// the bridge alone checks: any name, such as a new scorer's no manifest lists.
+				anyResource["dsf-bridge"] = true
+			}
 			if o.GetName() == "agent-gateway" {
 				raw, _, _ := unstructured.NestedString(o.Object, "data", "agents.yaml")
 				var table agentgateway.Table
