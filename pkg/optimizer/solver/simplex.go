@@ -44,6 +44,11 @@ type simplex struct {
 	cand []int
 	d    []float64
 	arow []float64
+	// warmBasis and warmInv: the last basis warm rebuilt the inverse of, and that inverse. Strong
+	// branching and the heuristics start several solves in a row from one node's basis; the
+	// columns never change once added, so the inverse is the same each time.
+	warmBasis []int
+	warmInv   []float64
 }
 
 type lpCol struct {
@@ -513,7 +518,7 @@ func (s *simplex) warm(basis []int) bool {
 	for k, j := range s.basis {
 		s.pos[j] = k
 	}
-	if s.refactor() {
+	if s.refactorWarm() {
 		s.values(s.b)
 		ok := true
 		for k, v := range s.x {
@@ -529,6 +534,22 @@ func (s *simplex) warm(basis []int) bool {
 	}
 	s.cold()
 	return false
+}
+
+// refactorWarm is refactor for warm, reusing the inverse of the basis warm last rebuilt when
+// the basis is the same.
+func (s *simplex) refactorWarm() bool {
+	if s.warmInv != nil && slices.Equal(s.basis, s.warmBasis) {
+		s.binv = append(s.binv[:0], s.warmInv...)
+		s.since = 0
+		return true
+	}
+	if !s.refactor() {
+		return false
+	}
+	s.warmBasis = append(s.warmBasis[:0], s.basis...)
+	s.warmInv = append(s.warmInv[:0], s.binv...)
+	return true
 }
 
 // cold sets the artificial basis.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -210,5 +211,59 @@ func TestSimplexStopsWithItsContext(t *testing.T) {
 	}
 	if st := s.solve(context.Background()); st != lpOptimal || s.pivots < 40 {
 		t.Errorf("status %v after %d pivots: the program is too easy to show the stop", st, s.pivots)
+	}
+}
+
+// TestWarmKeepsTheBasisInverse: warm started again and again from one basis, with solves (and
+// their pivots) in between, leaves exactly the inverse that rebuilding it from that basis gives,
+// also when warm reuses the inverse it rebuilt before.
+func TestWarmKeepsTheBasisInverse(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 7))
+	for i := 0; i < 100; i++ {
+		rows, ncols := 2+r.IntN(7), 4+r.IntN(20)
+		b := make([]float64, rows)
+		cols := make([]lpCol, ncols)
+		for j := range cols {
+			k := r.IntN(rows)
+			cols[j] = lpCol{idx: []int{k}, val: []float64{1 + float64(r.IntN(3))}, cost: float64(r.IntN(41) - 20)}
+			if k2 := r.IntN(rows); k2 > k {
+				cols[j].idx, cols[j].val = append(cols[j].idx, k2), append(cols[j].val, 1)
+			}
+			for t, k := range cols[j].idx {
+				b[k] += cols[j].val[t]
+			}
+		}
+		s := newSimplex(b, 1e4)
+		for _, c := range cols[:ncols/2] {
+			s.add(c)
+		}
+		s.solve(context.Background())
+		start := slices.Clone(s.basis)
+		for _, c := range cols[ncols/2:] {
+			s.add(c)
+		}
+		for round := range 3 {
+			if round > 0 && !slices.Equal(s.warmBasis, start) {
+				t.Fatalf("program %d, round %d: warm would not reuse the inverse", i, round)
+			}
+			if !s.warm(start) {
+				t.Fatalf("program %d, round %d: the start basis was refused", i, round)
+			}
+			ref := &simplex{m: s.m, cols: s.cols, basis: slices.Clone(start)}
+			if !ref.refactor() || !slices.Equal(ref.binv, s.binv) {
+				t.Fatalf("program %d, round %d: warm's inverse is not the basis's", i, round)
+			}
+			// Move the basis away: bar a basic real column and solve again.
+			for _, j := range s.basis {
+				if j >= rows {
+					s.cols[j].off = true
+					break
+				}
+			}
+			s.solve(context.Background())
+			for j := range s.cols {
+				s.cols[j].off = false
+			}
+		}
 	}
 }
