@@ -243,7 +243,9 @@ func (s *search) strongBranch(ctx context.Context, n *bpNode, res *lpResult, k c
 	var live []*bpNode
 	var fall [2]float64
 	for d, ch := range kids {
-		r := s.solveMaster(ctx, ch)
+		// Without count fixing: the child keeps only the trial's bound and basis, and fixes
+		// counts with its own duals when it is solved as a node.
+		r := s.solveMasterTight(ctx, ch, false)
 		if r.infeas || r.pruned {
 			fall[d] = math.Inf(1)
 			continue

@@ -100,8 +100,10 @@ type rounds struct {
 }
 
 // solve runs column generation at node n, starting from the node's basis. prunes tells it when a
-// bound is under the incumbent. n is not changed.
-func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) bool) *lpResult {
+// bound is under the incumbent. With tighten, a converged master's duals also fix the counts they
+// can (fixCounts, the result's lo and hi); a trial solve of strong branching, whose children keep
+// only their bound and basis, goes without. n is not changed.
+func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) bool, tighten bool) *lpResult {
 	r := &rounds{ms: ms, n: n, prunes: prunes, bestL: math.Inf(1), sep: make([]float64, ms.gr.n), reduced: make([]float64, ms.m.nc*64),
 		res: &lpResult{bound: n.bound, allowed: slices.Clone(n.allowed)}}
 	ms.bar(r.res.allowed, n)
@@ -111,7 +113,7 @@ func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) boo
 	if r.res.infeas || r.res.pruned {
 		return r.res
 	}
-	if r.res.converged && r.center != nil {
+	if tighten && r.res.converged && r.center != nil {
 		r.fixCounts(ctx)
 	}
 	ms.read(r.n, r.res)
@@ -122,7 +124,10 @@ func (ms *master) solve(ctx context.Context, n *bpNode, prunes func(float64) boo
 // alone, brings the bound under the incumbent: with duals π, a plan where cluster c holds at least
 // lo+1 (at most hi-1) of group g is bounded by L(π) with c's term replaced by its best pattern
 // under that bound, so if that prunes, the count stays at lo (hi). Only groups whose count at c is
-// free by one (workloads with no twin, or the last of a group) are tried: one knapsack per policy.
+// free by one (workloads with no twin, or the last of a group) are tried: one knapsack per policy,
+// and only for the side c's best pattern is not on (that side's best is c's best, which does not
+// prune: L(π) itself does not). The best pattern stays within every count fixed here, since each
+// fix keeps the side it is on, so it stays c's best throughout.
 func (r *rounds) fixCounts(ctx context.Context) {
 	ms, res, ng := r.ms, r.res, r.ms.gr.n
 	pi := r.center
@@ -131,11 +136,13 @@ func (r *rounds) fixCounts(ctx context.Context) {
 		L += float64(ms.gr.count[g]) * pi[g]
 	}
 	best := make([]float64, ms.m.nc)
+	bestCnt := make([][]int32, ms.m.nc) // per cluster, its best pattern's counts
 	for c := range best {
 		best[c] = math.Inf(-1)
 		for mask := res.allowed[c]; mask != 0; mask &= mask - 1 {
-			if v, ok := ms.pr.knapsack(ctx, r.n.lo, r.n.hi, c, bits.TrailingZeros64(mask), pi); ok {
-				best[c] = math.Max(best[c], v)
+			if v, ok := ms.pr.knapsack(ctx, r.n.lo, r.n.hi, c, bits.TrailingZeros64(mask), pi); ok && v > best[c] {
+				best[c] = v
+				bestCnt[c] = append(bestCnt[c][:0], ms.pr.cnt...)
 			}
 		}
 		L += best[c]
@@ -158,18 +165,24 @@ func (r *rounds) fixCounts(ctx context.Context) {
 				continue
 			}
 			l, h := lo[i], hi[i]
-			lo[i] = h // at least one more
-			more := bestWith(c)
-			lo[i], hi[i] = l, l // none more
-			fewer := bestWith(c)
-			lo[i], hi[i] = l, h
 			switch {
-			case r.prunes(L - best[c] + more):
-				hi[i] = l
-				res.fixed++
-			case r.prunes(L - best[c] + fewer):
+			case bestCnt[c] == nil:
+			case bestCnt[c][g] == l: // the best pattern holds l: try one more
 				lo[i] = h
-				res.fixed++
+				more := bestWith(c)
+				lo[i] = l
+				if r.prunes(L - best[c] + more) {
+					hi[i] = l
+					res.fixed++
+				}
+			default: // it holds h: try one fewer
+				hi[i] = l
+				fewer := bestWith(c)
+				hi[i] = h
+				if r.prunes(L - best[c] + fewer) {
+					lo[i] = h
+					res.fixed++
+				}
 			}
 		}
 	}
@@ -318,12 +331,44 @@ func (ms *master) fits(allowed []uint64, n *bpNode, pt *pattern) bool {
 }
 
 // bar marks the pool's columns that a node excludes. They stay in the master, barred, so a basis
-// from the parent stays a basis and the simplex starts from it.
+// from the parent stays a basis and the simplex starts from it. It is fits for every column, read
+// sparsely: a pattern's counts are checked where its column has entries (the groups it holds),
+// and the groups it leaves out only where the node requires some of them.
 func (ms *master) bar(allowed []uint64, n *bpNode) {
-	rows := ms.gr.n + ms.m.nc
-	for i := range ms.pool {
-		ms.lp.cols[rows+i].off = !ms.fits(allowed, n, &ms.pool[i])
+	ng, rows := ms.gr.n, ms.gr.n+ms.m.nc
+	need := make([][]int, ms.m.nc) // per cluster, the groups it must hold some of
+	for i, l := range n.lo {
+		if l > 0 {
+			need[i/ng] = append(need[i/ng], i%ng)
+		}
 	}
+	for i := range ms.pool {
+		pt, col := &ms.pool[i], &ms.lp.cols[rows+i]
+		col.off = !ms.fitsSparse(allowed, n, pt, col.idx, need[pt.c])
+	}
+}
+
+// fitsSparse is fits for a pattern whose nonzero counts are at groups (then the cluster's row,
+// past the groups) and whose cluster must hold some of each group of need.
+func (ms *master) fitsSparse(allowed []uint64, n *bpNode, pt *pattern, groups []int, need []int) bool {
+	if allowed[pt.c]&(1<<pt.p) == 0 {
+		return false
+	}
+	ng := ms.gr.n
+	for _, g := range groups {
+		if g >= ng {
+			break
+		}
+		if k, i := pt.cnt[g], pt.c*ng+g; k < n.lo[i] || k > n.hi[i] {
+			return false
+		}
+	}
+	for _, g := range need {
+		if pt.cnt[g] < n.lo[pt.c*ng+g] {
+			return false
+		}
+	}
+	return true
 }
 
 // add puts a pattern into the pool and the master.

@@ -165,7 +165,12 @@ func (s *search) evaluate(ctx context.Context, n *bpNode) []*bpNode {
 
 // solveMaster is column generation at n, noting a stalled simplex in the search.
 func (s *search) solveMaster(ctx context.Context, n *bpNode) *lpResult {
-	res := s.ms.solve(ctx, n, s.prunes)
+	return s.solveMasterTight(ctx, n, true)
+}
+
+// solveMasterTight is solveMaster with count fixing (tighten) or without.
+func (s *search) solveMasterTight(ctx context.Context, n *bpNode, tighten bool) *lpResult {
+	res := s.ms.solve(ctx, n, s.prunes, tighten)
 	s.stalled = s.stalled || res.stalled
 	return res
 }
