@@ -91,9 +91,14 @@ func (s *search) searchRounded(ctx context.Context, res *lpResult, pol []int, ro
 // rounding toward the nearer whole count first, for at most fixedNodes masters. With policies
 // fixed the master is nearly a transportation problem and usually nearly whole, so this finds
 // the best assignment that rounding a flow can miss, or shows quickly that the policies cannot
-// beat the incumbent.
+// beat the incumbent. It searches within the counts the root's master fixed: every plan better
+// than the incumbent keeps them, and without them, where the root's bound is within one of the
+// incumbent, its masters go to counts that cannot improve it.
 func (s *search) fixed(ctx context.Context, pol []int, basis []int) {
 	root := s.ms.root()
+	if s.rootLo != nil {
+		root.lo, root.hi = s.rootLo, s.rootHi
+	}
 	for c, p := range pol {
 		root.allowed[c] = 1 << p
 	}

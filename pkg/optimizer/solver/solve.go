@@ -103,6 +103,9 @@ type search struct {
 	// tried: the policy vectors already handed to the rounding heuristics.
 	tried map[string]bool
 	pc    *pseudocosts
+	// rootLo, rootHi: the count bounds the root's master fixed (nil: none). They hold for every
+	// plan that beats the incumbent, so the heuristics search within them.
+	rootLo, rootHi []int32
 }
 
 func newSearch(m *model, opts Options) *search {

@@ -141,6 +141,9 @@ func (s *search) evaluate(ctx context.Context, n *bpNode) []*bpNode {
 		return []*bpNode{n.again(res)}
 	}
 	s.observe(n.origin, res.bound)
+	if n.depth == 0 && res.lo != nil {
+		s.rootLo, s.rootHi = res.lo, res.hi
+	}
 	pol := s.roundedPolicies(res)
 	if s.heuristics {
 		s.searchRounded(ctx, res, pol, n.depth == 0)

@@ -43,10 +43,13 @@ func TestBareTreeAgreesWithHeuristics(t *testing.T) {
 // BenchmarkVersusCBC (20 × 4 × 80, supplies of 8,000-60,000, whole scores), where several policies
 // hold the master's workloads equally well and policy splits leave the bound where it was for
 // dozens of levels, the search proves CBC's optimum within a node budget (counted, so that a
-// loaded machine does not change it; the time limit only keeps a failure short).
+// loaded machine does not change it; the time limit only keeps a failure short). The first
+// instance's optimum is found at the root and its bound stays one above it for hundreds of nodes;
+// its budget is met only when the rounding heuristic's searches keep within the counts the root
+// fixed rather than spend their masters on counts no better plan has.
 func TestNaturalUnitsProvenWithinNodes(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 2026)) // BenchmarkVersusCBC's seed for the class
-	for i, budget := range []int{600, 40} {
+	for i, budget := range []int{300, 40} {
 		in := generate(r, shape{nc: 20, np: 4, nw: 80, natural: true})
 		got, err := Solve(context.Background(), in.problem(), Options{MaxNodes: budget, TimeLimit: 2 * time.Minute})
 		if err != nil {
