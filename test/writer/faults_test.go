@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,17 +34,7 @@ type faultyHub struct {
 
 func newFaultyHub(t testing.TB) *faultyHub {
 	t.Helper()
-	target, err := url.Parse(hub.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(hub.Config) // the hub's TLS and credentials
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = transport
-	proxy.FlushInterval = -1
+	proxy := hubProxy(t)
 	p := &faultyHub{watches: map[*http.Request]context.CancelFunc{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "/managedclusters") {

@@ -35,17 +35,7 @@ type throttlingHub struct {
 
 func newThrottlingHub(t testing.TB) *throttlingHub {
 	t.Helper()
-	target, err := url.Parse(hub.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(hub.Config) // the hub's TLS and credentials
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = transport
-	proxy.FlushInterval = -1
+	proxy := hubProxy(t)
 	p := &throttlingHub{calls: map[string]int{}, closed: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "/addonplacementscores") {
@@ -102,4 +92,22 @@ func (p *throttlingHub) callsTo(method, path string) int {
 // config is a client configuration for the writer that goes through the proxy.
 func (p *throttlingHub) config() *rest.Config {
 	return &rest.Config{Host: p.url, QPS: 1000, Burst: 2000}
+}
+
+// hubProxy passes requests on to the test hub with its TLS and credentials, streaming watches as
+// they come: the fault-injecting hubs of these tests are handlers in front of it.
+func hubProxy(t testing.TB) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(hub.Config) // the hub's TLS and credentials
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1
+	return proxy
 }
