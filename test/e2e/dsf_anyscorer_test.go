@@ -659,22 +659,7 @@ func runAgentOf(ctx context.Context, t *testing.T, work *workv1.ManifestWork, cl
 		}
 		vars = append(vars, k+"="+v)
 	}
-	out, err := os.Create(local("agent.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := proc.Start(proc.Spec{Name: "dsf-agent-" + cluster, Path: filepath.Join(binDir, "dsf-bridge"), Env: vars, Out: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop(5 * time.Second)
-		_ = out.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			t.Logf("%s's agent:\n%s", cluster, b)
-		}
-	})
+	startAgentBinary(t, cluster, vars, local("agent.log"))
 	return port
 }
 

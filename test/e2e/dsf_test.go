@@ -201,7 +201,14 @@ func runDSFAgent(t *testing.T, cluster, promURL, gateway, sample string) {
 		"SINK_TOKEN_FILE="+filepath.Join(dir, "token"),
 		"K_SINK="+gateway,
 	)
-	out, err := os.Create(filepath.Join(dir, "agent.log"))
+	startAgentBinary(t, cluster, env, filepath.Join(dir, "agent.log"))
+}
+
+// startAgentBinary runs the dsf-bridge binary as cluster's agent with env until the test ends,
+// its output in logFile and in the test's log if the test fails.
+func startAgentBinary(t *testing.T, cluster string, env []string, logFile string) {
+	t.Helper()
+	out, err := os.Create(logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
