@@ -1,6 +1,7 @@
 package localhub
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -89,18 +90,34 @@ func (pc *PlacementController) Prioritize(ctx context.Context, namespace, name s
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}}} //nolint:gosec // a local controller's self-signed certificate
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+pc.Addr+"/debug/placements/"+namespace+"/"+name, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
+	// The controller reads the hub's client CA from the cluster once it runs; until then a client
+	// certificate is not recognised and the request is refused as anonymous's.
+	var (
+		resp *http.Response
+		body []byte
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+pc.Addr+"/debug/placements/"+namespace+"/"+name, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp, err = client.Do(req); err != nil {
+			return nil, err
+		}
+		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		anonymous := resp.StatusCode == http.StatusForbidden && bytes.Contains(body, []byte("system:anonymous"))
+		if !anonymous || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	var out struct {
 		PrioritizeResults []PrioritizerResult `json:"prioritizeResults"`
