@@ -171,7 +171,7 @@ spec:
 	if err != nil {
 		b.Fatal(err)
 	}
-	writer := start1(b, bins["score-writer"], writerPort, kn.Env(append([]string{"KUBECONFIG=" + hub.KubeconfigPath(), "TTL=30m", "LOG_LEVEL=warn"}, deployed...)...))
+	writer := start1(b, bins["score-writer"], writerPort, kn.Env(append([]string{"KUBECONFIG=" + hub.KubeconfigPath(), "POD_NAMESPACE=default", "TTL=30m", "LOG_LEVEL=warn"}, deployed...)...))
 	agents := filepath.Join(b.TempDir(), "agents.yaml")
 	if err := os.WriteFile(agents, []byte("agents:\n  - addon: "+addon+"\n    types: [io.scoreflow.score.updated]\n    resources: ["+resource+"]\n"), 0o644); err != nil {
 		b.Fatal(err)

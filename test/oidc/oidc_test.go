@@ -137,6 +137,7 @@ spec:
 	}
 	writer, err := proc.Start(proc.Spec{Name: "score-writer", Path: filepath.Join(bin, "score-writer"), Out: logFile,
 		Env: kn.Env("KUBECONFIG="+hub.KubeconfigPath(), fmt.Sprintf("PORT=%d", writerPort), "COALESCE_WINDOW=0s",
+			"POD_NAMESPACE="+ns, // its Lease: where a pod's token would say
 			"AUTH_OIDC=true", "AUTH_AUDIENCE="+writerAudience, "AUTH_ALLOWED_SUBJECTS="+authtest.Subject(ns, triggerSA),
 			"AUTH_DISCOVERY_URL="+opts.DiscoveryURL, "AUTH_TOKEN_FILE="+opts.TokenFile, "AUTH_CA_FILE="+opts.CAFile)})
 	if err != nil {
