@@ -140,7 +140,7 @@ variant:
 	@test -n "$(KUBE_CONTEXT)" || { echo "no kubectl context: set KUBE_CONTEXT (kubectl config get-contexts lists them)"; exit 1; }
 
 .PHONY: deploy
-deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc: config/; or CONFIG, a kustomization of your own) to KUBE_CONTEXT (kind-knative with kind images).
+deploy: ko-installed variant ## Build the functions with ko and deploy VARIANT (default, oidc, tls, oidc-tls, kafka, kafka-oidc, large-fleet: config/; or CONFIG, a kustomization of your own) to KUBE_CONTEXT (kind-knative with kind images).
 	@echo "deploy: $(CONFIG) to context $(KUBE_CONTEXT), images for $(PLATFORM) into $(KO_DOCKER_REPO)"
 	set -o pipefail; $(KUBECTL) kustomize $(CONFIG) | $(KO_ENV) $(KO) apply --context=$(KUBE_CONTEXT) --platform=$(PLATFORM) -f -
 

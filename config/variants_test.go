@@ -47,21 +47,21 @@ func buildAll(t *testing.T) map[string][]*unstructured.Unstructured {
 	return out
 }
 
-// TestVariantsThroughTheWebhook applies default, then oidc twice, then tls and oidc-tls, then
-// kafka over the channel-based Broker (refused by the webhook: the class is immutable), and after
-// deleting that Broker kafka and kafka-oidc. After each the hub holds every field the variant sets
+// TestVariantsThroughTheWebhook applies default, then large-fleet, then oidc twice, then tls and
+// oidc-tls, then kafka over the channel-based Broker (refused by the webhook: the class is
+// immutable), and after deleting that Broker kafka and kafka-oidc. After each the hub holds every field the variant sets
 // (for the identity variants: the functions' AUTH_ variables, the Triggers' audiences, the Broker's
 // dead-letter audience, the EventPolicy), and kafka after kafka-oidc takes identity off again.
 // Every variant here is applied (a new one must be added).
 func TestVariantsThroughTheWebhook(t *testing.T) {
 	built := buildAll(t)
-	order := []string{"default", "oidc", "oidc", "tls", "oidc-tls", "kafka", "kafka-oidc"}
+	order := []string{"default", "large-fleet", "oidc", "oidc", "tls", "oidc-tls", "kafka", "kafka-oidc"}
 	var names []string
 	for v := range built {
 		names = append(names, v)
 	}
 	sort.Strings(names)
-	if got, want := strings.Join(names, ","), "default,kafka,kafka-oidc,oidc,oidc-tls,tls"; got != want {
+	if got, want := strings.Join(names, ","), "default,kafka,kafka-oidc,large-fleet,oidc,oidc-tls,tls"; got != want {
 		t.Fatalf("variants %s, this test applies %s: add the new one to its order", got, want)
 	}
 

@@ -136,7 +136,7 @@ func TestEveryManifestDecodes(t *testing.T) {
 		"deploy/managed-cluster": func(s *manifests.Set) int { return len(s.Services) },
 		"eventtypes":             func(s *manifests.Set) int { return len(s.EventTypes) },
 	}
-	for _, v := range []string{"default", "kafka", "tls"} {
+	for _, v := range []string{"default", "kafka", "tls", "large-fleet"} {
 		want["config/"+v] = func(s *manifests.Set) int { return min(len(s.Brokers), len(s.Triggers), len(s.Services)) }
 	}
 	for _, v := range []string{"oidc", "oidc-tls", "kafka-oidc"} {

@@ -19,7 +19,7 @@ import (
 // it takes nothing from is applied on its own (deploy/managed-cluster/).
 func TestKustomizationsListEveryFile(t *testing.T) {
 	var roots []string
-	for _, top := range []string{"deploy", "brokers", "triggers", "eventtypes", "oidc", "config"} {
+	for _, top := range []string{"deploy", "brokers", "triggers", "eventtypes", "oidc", "large-fleet", "config"} {
 		err := filepath.WalkDir(filepath.Join(repo, top), func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() && manifests.IsKustomization(p) {
 				roots = append(roots, p)

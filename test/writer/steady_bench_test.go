@@ -19,6 +19,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
@@ -69,8 +71,8 @@ type steadySchedule struct {
 // sent as the broker's dispatcher sends it to the writer's Trigger (45s timeout; 5xx and
 // timeouts redelivered).
 //
-// Schedules: "shipped" is deploy/schedules.yaml with the deployed TTL; "staggered-2m-ttl15m"
-// fires the same scorers every 2 minutes, 24s apart, with TTL 15m (docs/score-writer.md's tuning).
+// Schedules: "shipped" is deploy/schedules.yaml with the deployed TTL; "large-fleet" is the
+// variant config/large-fleet (the same scorers every 2 minutes, 24s apart, TTL 15m).
 //
 // Before the measurement, unmeasured: a writer with a raised client rate creates every object and
 // gives it the validity it would hold in a steady state (the objects' last writes spread evenly
@@ -94,15 +96,15 @@ type steadySchedule struct {
 //
 //	go test ./test/writer -run '^$' -bench 'FleetSteadyState/shipped/clusters=1000$' -benchtime 1x -timeout 30m
 //	go test ./test/writer -run '^$' -bench 'FleetSteadyState/shipped/clusters=10000$' -benchtime 1x -timeout 1h
-//	go test ./test/writer -run '^$' -bench 'FleetSteadyState/staggered-2m-ttl15m/clusters=10000$' -benchtime 1x -timeout 1h
+//	go test ./test/writer -run '^$' -bench 'FleetSteadyState/large-fleet/clusters=10000$' -benchtime 1x -timeout 1h
 func BenchmarkFleetSteadyState(b *testing.B) {
 	bin := writerBinary(b, b.TempDir())
 	shipped := shippedSchedule(b, lifetime.Load(b))
-	staggered := staggeredSchedule(shipped, 2*time.Minute, 15*time.Minute)
+	large := variantSchedule(b, "large-fleet")
 	for _, c := range []struct {
 		sched steadySchedule
 		n     int
-	}{{shipped, 1000}, {shipped, 10000}, {staggered, 10000}} {
+	}{{shipped, 1000}, {shipped, 10000}, {large, 10000}} {
 		b.Run(fmt.Sprintf("%s/clusters=%d", c.sched.name, c.n), func(b *testing.B) { benchSteady(b, bin, c.sched, c.n) })
 	}
 }
@@ -121,25 +123,41 @@ func shippedSchedule(b *testing.B, dep lifetime.Deployment) steadySchedule {
 	return s
 }
 
-// staggeredSchedule fires s's scorers every `every` (whole minutes that divide an hour), each its
-// share of the interval after the one before (seconds in the cron: "24 0-59/2 * * * *" fires 24s
-// into every even minute), the writer giving their scores ttl.
-func staggeredSchedule(s steadySchedule, every, ttl time.Duration) steadySchedule {
-	short := func(d time.Duration) string {
-		if d%time.Minute == 0 {
-			return fmt.Sprintf("%dm", d/time.Minute)
+// variantSchedule is config/<variant>'s, as kustomize builds it: its PingSources and the
+// score-writer's TTL.
+func variantSchedule(b *testing.B, variant string) steadySchedule {
+	items, err := manifests.Build(filepath.Join("..", "..", "config", variant))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := steadySchedule{name: variant}
+	for _, it := range items {
+		o := it.Object
+		switch {
+		case o.GetKind() == "PingSource":
+			var ps sourcesv1.PingSource
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ps); err != nil {
+				b.Fatal(err)
+			}
+			s.pings = append(s.pings, &ps)
+		case o.GetKind() == "Service" && o.GetName() == "score-writer":
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+				for _, e := range env {
+					if e := e.(map[string]any); e["name"] == "TTL" {
+						if s.ttl, err = time.ParseDuration(fmt.Sprint(e["value"])); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
 		}
-		return d.String()
 	}
-	out := steadySchedule{name: fmt.Sprintf("staggered-%s-ttl%s", short(every), short(ttl)), ttl: ttl}
-	m := int(every / time.Minute)
-	for j, ps := range s.pings {
-		cp := ps.DeepCopy()
-		sec := int((time.Duration(j) * every / time.Duration(len(s.pings))) / time.Second)
-		cp.Spec.Schedule = fmt.Sprintf("%d %d-59/%d * * * *", sec%60, sec/60, m)
-		out.pings = append(out.pings, cp)
+	if len(s.pings) == 0 || s.ttl == 0 {
+		b.Fatalf("config/%s: %d PingSources, the writer's TTL %s", variant, len(s.pings), s.ttl)
 	}
-	return out
+	return s
 }
 
 // interval is how often each of the schedule's PingSources fires (the same for all, or the
