@@ -160,19 +160,24 @@ func TestReleaseAfterTheLeaseChanged(t *testing.T) {
 	// The leader's client: once armed, someone else writes the Lease just before the leader's
 	// first write of it goes out.
 	var armed atomic.Bool
+	var puts atomic.Int32 // the leader's writes of the Lease that have come back
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodPut && armed.CompareAndSwap(true, false) {
-				l, err := leases.Get(r.Context(), "test-lease", metav1.GetOptions{})
+			if r.Method != http.MethodPut {
+				return rt.RoundTrip(r)
+			}
+			if armed.CompareAndSwap(true, false) {
+				l, err := leases.Get(ctx, "test-lease", metav1.GetOptions{})
 				if err == nil {
 					l.Annotations = map[string]string{"touched": "yes"}
-					_, err = leases.Update(r.Context(), l, metav1.UpdateOptions{})
+					_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 				}
 				if err != nil {
 					t.Errorf("touching the Lease: %v", err)
 				}
 			}
+			defer puts.Add(1)
 			return rt.RoundTrip(r)
 		})
 	})
@@ -180,7 +185,7 @@ func TestReleaseAfterTheLeaseChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Renewals far apart: the leader's only write after arming is its release.
+	// Renewals far apart (after the first): the leader's only write after arming is its release.
 	e, err := New(client, Options{Namespace: "default", Name: "test-lease", Identity: "a",
 		LeaseDuration: time.Minute, RenewDeadline: 50 * time.Second, RetryPeriod: 40 * time.Second})
 	if err != nil {
@@ -192,6 +197,11 @@ func TestReleaseAfterTheLeaseChanged(t *testing.T) {
 	go func() {
 		defer close(done)
 		e.Run(rctx, func(wctx context.Context) {
+			// client-go renews once as soon as it leads: arm only after that write, so that the
+			// leader's next write of the Lease is its release.
+			for deadline := time.Now().Add(20 * time.Second); puts.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			armed.Store(true)
 			cancel()
 			<-wctx.Done()
