@@ -215,21 +215,7 @@ func TestNamespaceVariant(t *testing.T) {
 	if _, err := hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dynamic-scoring"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := hub.AddCluster(ctx, "cluster1", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := hub.AcceptCluster(ctx, "cluster1"); err != nil {
-		t.Fatal(err)
-	}
-	am, err := hub.StartAddonManager(addontest.ControllerLog(t, 8000, "missing content for CA bundle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(am.Stop)
-	applier, err := knlocal.NewApplier(hub.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	applier := withCluster1AndAddonManager(ctx, t, hub)
 	built := build(t, "namespace-dynamic-scoring")
 	if err := applier.Apply(ctx, built...); err != nil {
 		t.Fatal(err)
@@ -289,21 +275,7 @@ func TestServiceMonitorVariant(t *testing.T) {
 		t.Errorf("the variant's template has %d manifests more than the base's, want 1", n)
 	}
 	hub := startHub(ctx, t)
-	if err := hub.AddCluster(ctx, "cluster1", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := hub.AcceptCluster(ctx, "cluster1"); err != nil {
-		t.Fatal(err)
-	}
-	am, err := hub.StartAddonManager(addontest.ControllerLog(t, 8000, "missing content for CA bundle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(am.Stop)
-	applier, err := knlocal.NewApplier(hub.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	applier := withCluster1AndAddonManager(ctx, t, hub)
 	if err := applier.Apply(ctx, variant...); err != nil {
 		t.Fatal(err)
 	}
@@ -925,4 +897,26 @@ func checkGatewayToken(ctx context.Context, t *testing.T, hub *localhub.Hub, aut
 		t.Errorf("the agent's token authenticates as %q (%v, %s), want %s for the gateway's audience",
 			review.Status.User.Username, review.Status.Authenticated, review.Status.Error, want)
 	}
+}
+
+// withCluster1AndAddonManager accepts cluster1 on hub, runs OCM's addon manager until the test
+// ends, and returns an applier for hub.
+func withCluster1AndAddonManager(ctx context.Context, t *testing.T, hub *localhub.Hub) *knlocal.Applier {
+	t.Helper()
+	if err := hub.AddCluster(ctx, "cluster1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.AcceptCluster(ctx, "cluster1"); err != nil {
+		t.Fatal(err)
+	}
+	am, err := hub.StartAddonManager(addontest.ControllerLog(t, 8000, "missing content for CA bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(am.Stop)
+	applier, err := knlocal.NewApplier(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return applier
 }
